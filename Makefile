@@ -1,0 +1,41 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+JARS_DIR := $(VENV)/share/dbt-delta-optimize/jars
+MVN_DEP := org.apache.maven.plugins:maven-dependency-plugin:3.8.1
+PYTEST_ARGS ?=
+
+.PHONY: setup jars demo test bench clean
+
+setup: $(VENV)/.installed $(JARS_DIR)/.resolved
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# Delta's jars from Maven Central into the venv (the Spark session factory finds them there).
+$(JARS_DIR)/.resolved: build-support/delta-jars.pom.xml | $(VENV)/bin/python
+	rm -rf $(JARS_DIR) && mkdir -p $(JARS_DIR)
+	mvn -q -B -f build-support/delta-jars.pom.xml $(MVN_DEP):copy-dependencies \
+	    -DincludeGroupIds=io.delta -DoutputDirectory=$(abspath $(JARS_DIR))
+	ls $(JARS_DIR)/delta-spark_*.jar >/dev/null
+	touch $@
+
+jars: $(JARS_DIR)/.resolved
+
+demo: setup
+	$(PY) -m dbt_delta_optimize.demo
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,48 @@
+"""dbt-delta-optimize: Delta Lake OPTIMIZE, Z-ORDER and auto compaction for dbt on Spark.
+
+Importing this package is cheap on purpose (dbt imports every ``dbt_*`` module on each
+invocation): the public names below are loaded lazily, on first attribute access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+_LAZY = {
+    "AddFile": "actions",
+    "CommitResult": "commit",
+    "DeletionVector": "actions",
+    "Metadata": "actions",
+    "OptimizeConfig": "config",
+    "Protocol": "actions",
+    "RemoveFile": "actions",
+    "Snapshot": "snapshot",
+    "Transaction": "commit",
+    "ensure_write_supported": "protocol",
+    "get_spark": "spark",
+    "load_snapshot": "snapshot",
+    "read_commits": "snapshot",
+}
+
+__all__ = sorted([*_LAZY, "__version__", "errors"])
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .actions import AddFile, DeletionVector, Metadata, Protocol, RemoveFile
+    from .commit import CommitResult, Transaction
+    from .config import OptimizeConfig
+    from .protocol import ensure_write_supported
+    from .snapshot import Snapshot, load_snapshot, read_commits
+    from .spark import get_spark
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dbt_delta_optimize' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

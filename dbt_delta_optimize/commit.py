@@ -1,0 +1,233 @@
+"""The Delta-native commit writer: optimistic concurrency over put-if-absent.
+
+A transaction reads snapshot N, tracks the files it read, and tries to write N+1. If another
+writer won that version, the winners' actions are checked against what we read; commits that
+only appended files are rebased onto (snapshot isolation, as delta-spark does for
+dataChange=false rewrites) and anything that removed a file we read, or changed metadata or
+protocol, is a typed conflict with nothing of ours written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import unquote
+
+from ._version import __version__
+from .actions import (
+    ADD,
+    DOMAIN_METADATA,
+    METADATA,
+    PROTOCOL,
+    REMOVE,
+    AddFile,
+    CommitInfo,
+    RemoveFile,
+)
+from .errors import (
+    CommitConflictError,
+    CommitFailedError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    InvalidConfigError,
+    MetadataChangedError,
+    ProtocolChangedError,
+)
+from .protocol import ensure_write_supported
+from .snapshot import Snapshot, read_commit
+from .storage import Storage, storage_for
+
+__all__ = ["DEFAULT_MAX_COMMIT_ATTEMPTS", "CommitResult", "Transaction", "check_conflicts", "engine_info"]
+
+log = logging.getLogger(__name__)
+
+#: delta-spark's maxCommitAttempts is 10,000,000 (effectively unbounded); we cap retries.
+DEFAULT_MAX_COMMIT_ATTEMPTS = 100
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+def engine_info() -> str:
+    return f"dbt-delta-optimize/{__version__}"
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    version: int
+    read_version: int
+    attempts: int
+    checkpoint_version: int | None = None
+    rebased_over: tuple[int, ...] = field(default=())
+
+
+def _norm(path: str, root: str) -> str:
+    """Comparable form of a log path: decoded and relative to the table root."""
+    p = unquote(path)
+    if p.startswith("file:"):
+        p = p[5:]
+        while p.startswith("//"):
+            p = p[1:]
+    if os.path.isabs(p) and p.startswith(root.rstrip("/") + "/"):
+        p = p[len(root.rstrip("/")) + 1 :]
+    return p
+
+
+def check_conflicts(
+    winning_version: int,
+    winning_actions: Iterable[Mapping[str, Any]],
+    *,
+    read_paths: set[str],
+    removed_paths: set[str],
+    root: str,
+) -> None:
+    """Raise the typed conflict a winning commit causes, or return if it is safe to rebase onto.
+
+    Precedence follows delta-spark's ConflictChecker: protocol, then metadata, then removed files.
+    A winning remove with dataChange=true (DELETE, UPDATE, MERGE, overwrite) of a file we read is a
+    delete-read conflict even when we remove that file too: the rows we read changed. Only a
+    dataChange=false remove (another compaction) of a file we also remove is a delete-delete conflict.
+    """
+    actions = list(winning_actions)
+    if any(PROTOCOL in a for a in actions):
+        raise ProtocolChangedError(
+            f"Version {winning_version} changed the table's protocol while optimize was running. "
+            "Nothing was committed; re-run optimize.",
+            winning_version=winning_version,
+        )
+    if any(METADATA in a for a in actions):
+        raise MetadataChangedError(
+            f"Version {winning_version} changed the table's metadata (schema, partitioning or properties) "
+            "while optimize was running. Nothing was committed; re-run optimize.",
+            winning_version=winning_version,
+        )
+    if any(DOMAIN_METADATA in a for a in actions):
+        raise MetadataChangedError(
+            f"Version {winning_version} wrote domain metadata, which this writer does not reconcile. "
+            "Nothing was committed; re-run optimize.",
+            winning_version=winning_version,
+        )
+    delete_delete: list[str] = []
+    delete_read: list[str] = []
+    for action in actions:
+        if REMOVE in action:
+            p = _norm(action[REMOVE]["path"], root)
+            data_change = action[REMOVE].get("dataChange", True) is not False
+            if p in removed_paths and not data_change:
+                delete_delete.append(p)
+            elif p in read_paths or p in removed_paths:
+                delete_read.append(p)
+    if delete_read:
+        raise ConcurrentDeleteReadError(
+            f"Version {winning_version} deleted or rewrote {len(delete_read)} file(s) this commit read "
+            f"(e.g. {delete_read[0]}). Nothing was committed; re-run optimize.",
+            winning_version=winning_version,
+            paths=tuple(delete_read),
+        )
+    if delete_delete:
+        raise ConcurrentDeleteDeleteError(
+            f"Version {winning_version} already compacted {len(delete_delete)} file(s) that this commit also removes "
+            f"(e.g. {delete_delete[0]}); another optimize ran concurrently. "
+            "Nothing was committed; re-run optimize.",
+            winning_version=winning_version,
+            paths=tuple(delete_delete),
+        )
+
+
+class Transaction:
+    """One optimistic transaction against a snapshot. Not thread-safe; use one per commit."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        storage: Storage | None = None,
+        max_attempts: int = DEFAULT_MAX_COMMIT_ATTEMPTS,
+        check_protocol: bool = True,
+    ) -> None:
+        if max_attempts < 1:
+            raise InvalidConfigError(f"max commit attempts must be >= 1, got {max_attempts}.")
+        if check_protocol:
+            ensure_write_supported(snapshot.protocol, snapshot.metadata, table=snapshot.location)
+        self.snapshot = snapshot
+        self.storage = storage or storage_for(snapshot.location)
+        self.max_attempts = max_attempts
+        self._read_paths: set[str] = set()
+        self._committed = False
+
+    @property
+    def read_version(self) -> int:
+        return self.snapshot.version
+
+    def track_read(self, files: Iterable[AddFile]) -> None:
+        """Declare files this transaction's output depends on (a concurrent remove of one is a conflict)."""
+        self._read_paths.update(_norm(f.path, self.snapshot.location) for f in files)
+
+    def _log_path(self, version: int) -> str:
+        return os.path.join(self.snapshot.log_dir, f"{version:020d}.json")
+
+    def commit(
+        self,
+        actions: Sequence[AddFile | RemoveFile],
+        operation: str,
+        parameters: Mapping[str, Any],
+        metrics: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Write actions as the next version; rebase over safe winners; raise on conflicts."""
+        if self._committed:
+            raise CommitFailedError("This transaction has already committed; start a new one.")
+        root = self.snapshot.location
+        removed = {_norm(a.path, root) for a in actions if isinstance(a, RemoveFile)}
+        read = self._read_paths | removed
+        info = CommitInfo(
+            operation=operation,
+            operation_parameters=parameters,
+            operation_metrics={k: str(v) for k, v in (metrics or {}).items()},
+            read_version=self.read_version,
+            timestamp=int(time.time() * 1000),
+            engine_info=engine_info(),
+            txn_id=str(uuid.uuid4()),
+        )
+        lines = [json.dumps({"commitInfo": info.to_json()}, separators=(",", ":"))]
+        for a in actions:
+            key = ADD if isinstance(a, AddFile) else REMOVE
+            lines.append(json.dumps({key: a.to_json()}, separators=(",", ":")))
+        payload = ("\n".join(lines) + "\n").encode()
+
+        version = self.read_version + 1
+        rebased: list[int] = []
+        for attempt in range(1, self.max_attempts + 1):
+            if self.storage.put_if_absent(self._log_path(version), payload):
+                self._committed = True
+                log.info("committed %s as version %d of %s (attempt %d)", operation, version, root, attempt)
+                return CommitResult(version, self.read_version, attempt, self._maybe_checkpoint(version), tuple(rebased))
+            # Someone won `version`: check it and every other winner up to the newest.
+            while self.storage.exists(self._log_path(version)):
+                check_conflicts(version, read_commit(root, version), read_paths=read, removed_paths=removed, root=root)
+                rebased.append(version)
+                version += 1
+        raise CommitFailedError(
+            f"Gave up committing {operation} to {root} after {self.max_attempts} attempts: other writers kept "
+            f"winning (last tried version {version}). Nothing was committed. Raise "
+            "spark.databricks.delta.maxCommitAttempts or re-run when the table is quieter."
+        )
+
+    def _maybe_checkpoint(self, version: int) -> int | None:
+        try:
+            interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        except ValueError:
+            interval = DEFAULT_CHECKPOINT_INTERVAL
+        if interval <= 0 or version % interval != 0:
+            return None
+        try:
+            from deltalake import DeltaTable
+
+            dt = DeltaTable(self.snapshot.location, version=version)
+            dt.create_checkpoint()
+            return version
+        except Exception as exc:  # a missing checkpoint only slows readers down
+            log.warning("checkpoint at version %d of %s failed: %s", version, self.snapshot.location, exc)
+            return None

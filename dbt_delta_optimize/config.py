@@ -1,0 +1,160 @@
+"""Configuration under delta-spark's keys and defaults, so users' settings carry over.
+
+Resolution order for every setting: explicit per-call override > Spark session conf > default.
+Parsing is pure (a conf getter is passed in) so it is testable without Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Mapping
+
+from .errors import InvalidConfigError
+
+__all__ = [
+    "PREFIX",
+    "ConfGetter",
+    "OptimizeConfig",
+    "format_size",
+    "parse_bool",
+    "parse_size",
+]
+
+PREFIX = "spark.databricks.delta."
+GiB = 1024**3
+MiB = 1024**2
+
+ConfGetter = Callable[[str], "str | None"]
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": MiB, "mb": MiB, "g": GiB, "gb": GiB, "t": 1024**4, "tb": 1024**4, "p": 1024**5, "pb": 1024**5}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: Any, *, key: str = "size") -> int:
+    """Parse a byte size as Spark's bytes confs do: ``128m``, ``1g``, ``1024`` (bytes). Binary units."""
+    if isinstance(value, bool):
+        raise InvalidConfigError(f"{key} must be a size like 128m, 1g or a number of bytes, got {value!r}.")
+    if isinstance(value, int):
+        n = value
+    else:
+        m = _SIZE_RE.match(str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise InvalidConfigError(f"{key} must be a size like 128m, 1g or a number of bytes, got {value!r}.")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n < 0:
+        raise InvalidConfigError(f"{key} must not be negative, got {value!r}.")
+    return n
+
+
+def format_size(n: int | float) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def parse_bool(value: Any, *, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().strip("'\"").lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise InvalidConfigError(f"{key} must be true or false, got {value!r}.")
+
+
+def _parse_int(value: Any, *, key: str, minimum: int) -> int:
+    try:
+        n = int(str(value).strip()) if not isinstance(value, int) or isinstance(value, bool) else value
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be a whole number >= {minimum}, got {value!r}.") from None
+    if isinstance(value, bool) or n < minimum:
+        raise InvalidConfigError(f"{key} must be a whole number >= {minimum}, got {value!r}.")
+    return n
+
+
+def _parse_ratio(value: Any, *, key: str) -> float:
+    try:
+        r = float(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"{key} must be a number between 0 and 1, got {value!r}.") from None
+    if not 0.0 <= r <= 1.0:
+        raise InvalidConfigError(f"{key} must be a number between 0 and 1, got {value!r}.")
+    return r
+
+
+@dataclass(frozen=True)
+class OptimizeConfig:
+    """Settings of one OPTIMIZE run (delta-spark's names in the field docs)."""
+
+    min_file_size: int = GiB  #: optimize.minFileSize: files strictly smaller are candidates
+    max_file_size: int = GiB  #: optimize.maxFileSize: bin cap; Z-order output target
+    max_threads: int = 15  #: optimize.maxThreads: bins rewritten concurrently
+    batch_size: int | None = None  #: optimize.batchSize: bytes per commit; None = one commit
+    max_deleted_rows_ratio: float = 0.05  #: optimize.maxDeletedRowsRatio
+    repartition_enabled: bool = False  #: optimize.repartition.enabled: repartition(1) vs coalesce(1)
+    max_commit_attempts: int = 100  #: maxCommitAttempts (delta-spark: 10,000,000)
+    #: ours (spark.dbt_delta_optimize.rewriteEngine): "arrow" streams a compaction bin through Arrow
+    #: inside a Spark task; "spark" writes it with a DataFrame coalesce(1), as delta-spark does.
+    rewrite_engine: str = "arrow"
+
+    @classmethod
+    def resolve(cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None) -> "OptimizeConfig":
+        """Overrides > session conf > defaults, every value validated."""
+        get_conf = get_conf or (lambda _k: None)
+        overrides = dict(overrides or {})
+        unknown = set(overrides) - {f.name for f in fields(cls)}
+        if unknown:
+            raise InvalidConfigError(
+                f"Unknown optimize setting(s): {', '.join(sorted(unknown))}. "
+                f"Valid settings: {', '.join(f.name for f in fields(cls))}."
+            )
+        values: dict[str, Any] = {}
+        for name, (key, parse) in _OPTIMIZE_KEYS.items():
+            raw = overrides.get(name)
+            source = name
+            if raw is None:
+                full = key if key.startswith("spark.") else PREFIX + key
+                raw = get_conf(full)
+                source = full
+            if raw is None:
+                continue
+            values[name] = parse(raw, key=source)
+        cfg = cls(**values)
+        if cfg.max_file_size == 0:
+            raise InvalidConfigError("max_file_size (optimize.maxFileSize) must be greater than 0.")
+        return cfg
+
+
+def _threads(v: Any, *, key: str) -> int:
+    return _parse_int(v, key=key, minimum=1)
+
+
+def _attempts(v: Any, *, key: str) -> int:
+    return _parse_int(v, key=key, minimum=1)
+
+
+def _batch(v: Any, *, key: str) -> int:
+    n = parse_size(v, key=key)
+    if n <= 0:
+        raise InvalidConfigError(f"{key} must be a positive size like 1g, got {v!r}.")
+    return n
+
+
+_OPTIMIZE_KEYS: dict[str, tuple[str, Callable[..., Any]]] = {
+    "min_file_size": ("optimize.minFileSize", parse_size),
+    "max_file_size": ("optimize.maxFileSize", parse_size),
+    "max_threads": ("optimize.maxThreads", _threads),
+    "batch_size": ("optimize.batchSize", _batch),
+    "max_deleted_rows_ratio": ("optimize.maxDeletedRowsRatio", _parse_ratio),
+    "repartition_enabled": ("optimize.repartition.enabled", parse_bool),
+    "max_commit_attempts": ("maxCommitAttempts", _attempts),
+    "rewrite_engine": ("spark.dbt_delta_optimize.rewriteEngine", lambda v, *, key: _engine(v, key=key)),
+}
+
+
+def _engine(v: Any, *, key: str) -> str:
+    s = str(v).strip().lower()
+    if s not in ("arrow", "spark"):
+        raise InvalidConfigError(f"{key} must be 'arrow' or 'spark', got {v!r}.")
+    return s

@@ -1,0 +1,442 @@
+"""OptimizeExecutor: runs an OptimizePlan on Spark and commits it with our Delta writer.
+
+Spark appears only here, where data is read and written: each bin is one Spark job (up to
+maxThreads at once) that rewrites the bin's files into one Parquet file. Stats come from the
+written footers, and all adds/removes of a batch are one dataChange=false OPTIMIZE commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import shutil
+import threading
+import time
+import uuid
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from .actions import AddFile, RemoveFile
+from .commit import CommitResult, Transaction
+from .config import OptimizeConfig
+from .errors import CommitFailedError, DeltaOptimizeError, MetadataChangedError, ProtocolChangedError
+from .metrics import DeletionVectorStats, FileSizeMetrics, OptimizeMetrics, ZOrderFileStats, ZOrderStats, operation_metrics
+from .planner import Bin, OptimizePlan, plan_optimize
+from .protocol import ensure_write_supported
+from .snapshot import Snapshot, load_snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["BinResult", "OptimizeExecutor", "ProgressCallback", "optimize"]
+
+log = logging.getLogger(__name__)
+
+STAGING_DIR = "_delta_optimize_staging"
+ProgressCallback = Callable[[int, int, int, int], None]  # bins done, bins total, bytes done, bytes total
+
+
+@dataclass(frozen=True)
+class BinResult:
+    bin: Bin
+    adds: tuple[AddFile, ...]
+    removes: tuple[RemoveFile, ...]
+
+
+@dataclass
+class _RunState:
+    """Mutable bookkeeping of one run (files written but not yet committed are deleted on failure)."""
+
+    uncommitted: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class OptimizeExecutor:
+    """delta-spark's OptimizeExecutor, in Python: plan, rewrite bins in parallel, commit per batch."""
+
+    def __init__(
+        self,
+        spark: "SparkSession",
+        snapshot: Snapshot,
+        partition_predicates: Sequence[str] = (),
+        zorder_by_columns: Sequence[str] = (),
+        context: OptimizeConfig | None = None,
+        *,
+        is_auto_compact: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        ensure_write_supported(snapshot.protocol, snapshot.metadata, table=snapshot.location)
+        self.spark = spark
+        self.snapshot = snapshot
+        self.partition_predicates = tuple(partition_predicates)
+        self.zorder_by_columns = tuple(zorder_by_columns)
+        self.config = context or OptimizeConfig()
+        self.is_auto_compact = is_auto_compact
+        self.progress = progress
+        self.operation_timestamp = int(time.time() * 1000)
+        self._predicate_sql: tuple[str, ...] = ()
+        self._plan: OptimizePlan | None = None
+
+    # ---------------------------------------------------------------- planning
+    def plan(self) -> OptimizePlan:
+        """Decide bins and batches (runs one tiny Spark query over partition values, reads no data)."""
+        if self._plan is None:
+            from .predicate import select_partitions
+
+            snap = self.snapshot
+            selection = select_partitions(self.spark, snap, self.partition_predicates)
+            self._predicate_sql = selection.predicate_sql
+            self._plan = plan_optimize(
+                snap.files,
+                snap.partition_columns,
+                self.config,
+                read_version=snap.version,
+                mode="zorder" if self.zorder_by_columns else "compaction",
+                matched_partitions=selection.matched,
+                normalize=lambda k: selection.normalized.get(k, k),
+            )
+        return self._plan
+
+    # ---------------------------------------------------------------- running
+    def optimize(self) -> OptimizeMetrics:
+        start_ms = int(time.time() * 1000)
+        plan = self.plan()
+        sc = self.spark.sparkContext
+        group = f"dbt-delta-optimize-{uuid.uuid4().hex[:12]}"
+        state = _RunState()
+        results: list[BinResult] = []
+        committed: list[CommitResult] = []
+        bins_total = len(plan.bins)
+        bytes_total = plan.bytes_to_rewrite
+        done = {"bins": 0, "bytes": 0}
+        staging_root = os.path.join(self.snapshot.location, STAGING_DIR, group)
+        try:
+            for batch in plan.batches:
+                if not batch:
+                    continue
+                batch_results = self._run_batch(batch, group, staging_root, state, done, bins_total, bytes_total)
+                adds = [a for r in batch_results for a in r.adds]
+                removes = [rm for r in batch_results for rm in r.removes]
+                if not adds and not removes:
+                    continue
+                committed.append(self._commit(batch, adds, removes))
+                with state.lock:
+                    state.uncommitted.clear()
+                results.extend(batch_results)
+        except BaseException:
+            for path in state.uncommitted:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+            raise
+        finally:
+            shutil.rmtree(staging_root, ignore_errors=True)
+            parent = os.path.dirname(staging_root)
+            if os.path.isdir(parent) and not os.listdir(parent):
+                os.rmdir(parent)
+        return self._metrics(plan, results, committed, start_ms, self._scheduled_tasks(sc, group))
+
+    def _run_batch(self, batch, group, staging_root, state, done, bins_total, bytes_total) -> list[BinResult]:
+        sc = self.spark.sparkContext
+        workers = max(1, min(self.config.max_threads, len(batch)))
+        results: list[BinResult] = []
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="OptimizeJob") as pool:
+            futures = {
+                pool.submit(self._rewrite_bin, b, group, os.path.join(staging_root, uuid.uuid4().hex), state): b
+                for b in batch
+            }
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for fut in finished:
+                    exc = fut.exception()
+                    if exc is not None:
+                        for p in pending:
+                            p.cancel()
+                        sc.cancelJobGroup(group)
+                        wait(pending)
+                        raise exc
+                    r = fut.result()
+                    results.append(r)
+                    done["bins"] += 1
+                    done["bytes"] += r.bin.size
+                    if self.progress:
+                        self.progress(done["bins"], bins_total, done["bytes"], bytes_total)
+        return results
+
+    def _input_df(self, b: Bin) -> "DataFrame":
+        from pyspark.sql.types import StructType
+
+        snap = self.snapshot
+        schema = StructType.fromJson({"type": "struct", "fields": snap.data_fields})
+        paths = [snap.file_path(f.path) for f in b.files]
+        df = self.spark.read.schema(schema).parquet(*paths)
+        return df.select(*[f"`{f['name']}`" for f in snap.data_fields])
+
+    def _rewrite_bin(self, b: Bin, group: str, staging: str, state: _RunState) -> BinResult:
+        sc = self.spark.sparkContext
+        sc.setJobGroup(group, f"{self.snapshot.location}<br/>Optimizing {b.describe()}", interruptOnCancel=True)
+        try:
+            adds = None
+            if not self.zorder_by_columns and self.config.rewrite_engine == "arrow":
+                adds = self._rewrite_bin_arrow(b, state)
+            if adds is None:
+                adds = self._rewrite_bin_spark(b, staging, state)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.job.description", None)
+        removes = tuple(f.remove(self.operation_timestamp, data_change=False) for f in b.files)
+        return BinResult(b, adds, removes)
+
+    def _codec(self) -> str:
+        return (self.spark.conf.get("spark.sql.parquet.compression.codec", "snappy") or "snappy").lower()
+
+    def _rewrite_bin_arrow(self, b: Bin, state: _RunState) -> tuple[AddFile, ...] | None:
+        """One Spark task streams the bin through Arrow into its final place; None means use Spark instead."""
+        from .rewrite import rewrite_bin_task
+
+        codec = self._codec()
+        suffix = "" if codec in ("none", "uncompressed") else f".{codec}"
+        name = f"part-00000-{uuid.uuid4()}.c000{suffix}.parquet"
+        dest, log_path = self._target(b, name)
+        with state.lock:
+            state.uncommitted.append(dest)
+        spec = {
+            "inputs": [self.snapshot.file_path(f.path) for f in b.files],
+            "output": dest,
+            "fields": self.snapshot.data_fields,
+            "compression": codec,
+        }
+        try:
+            result = self.spark.sparkContext.parallelize([spec], 1).map(rewrite_bin_task).collect()[0]
+        except Exception as exc:
+            if "ModuleNotFoundError" not in str(exc):
+                raise
+            # Executors without pyarrow/this package: Spark can still do the rewrite.
+            result = {"fallback": f"the Python workers cannot import the Arrow rewriter ({str(exc).splitlines()[-1]})"}
+        if "fallback" in result:
+            log.warning("rewriting %s with Spark instead of Arrow: %s", b.describe(), result["fallback"])
+            return None
+        return (self._add_file(b, dest, log_path),)
+
+    def _rewrite_bin_spark(self, b: Bin, staging: str, state: _RunState) -> tuple[AddFile, ...]:
+        """delta-spark's way: read the bin as a DataFrame, coalesce(1) (or repartition(1)), write."""
+        df = self._input_df(b)
+        df = df.repartition(1) if self.config.repartition_enabled else df.coalesce(1)
+        df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
+        return self._collect_staged(b, staging, state)
+
+    def _collect_staged(self, b: Bin, staging: str, state: _RunState, tags: Mapping[str, str] | None = None) -> tuple[AddFile, ...]:
+        adds = []
+        for n in sorted(n for n in os.listdir(staging) if n.startswith("part-") and n.endswith(".parquet")):
+            dest, log_path = self._target(b, n)
+            with state.lock:
+                state.uncommitted.append(dest)
+            os.replace(os.path.join(staging, n), dest)
+            adds.append(self._add_file(b, dest, log_path, tags))
+        return tuple(adds)
+
+    def _target(self, b: Bin, name: str) -> tuple[str, str]:
+        """(absolute destination, path as written in the log) for a new file of this bin's partition."""
+        snap = self.snapshot
+        first = b.files[0].path
+        if "://" in first or first.startswith("file:") or first.startswith("/"):
+            rel_dir = _hive_dir(b.partition_values, snap.partition_columns)
+            log_dir = _encode_path(rel_dir)
+        else:
+            log_dir = posixpath.dirname(first)
+            rel_dir = posixpath.dirname(_unquote(first))
+        dest = os.path.join(snap.location, rel_dir, name) if rel_dir else os.path.join(snap.location, name)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        return dest, (posixpath.join(log_dir, name) if log_dir else name)
+
+    def _add_file(self, b: Bin, dest: str, log_path: str, tags: Mapping[str, str] | None = None) -> AddFile:
+        from .stats import stats_from_file
+
+        snap = self.snapshot
+        st = os.stat(dest)
+        return AddFile(
+            path=log_path,
+            partition_values=dict(b.partition_values),
+            size=st.st_size,
+            modification_time=int(st.st_mtime * 1000),
+            data_change=False,
+            stats=stats_from_file(dest, snap.schema, snap.partition_columns, snap.configuration),
+            tags=tags or {},
+        )
+
+    # ---------------------------------------------------------------- commit
+    def operation_parameters(self) -> dict[str, Any]:
+        return {
+            "predicate": json.dumps(list(self._predicate_sql)),
+            "zOrderBy": json.dumps(list(self.zorder_by_columns)),
+            "clusterBy": "[]",
+            "auto": self.is_auto_compact,
+        }
+
+    def _commit(self, batch: Sequence[Bin], adds: list[AddFile], removes: list[RemoveFile]) -> CommitResult:
+        """Commit one batch; on a metadata/protocol conflict, retry if every compacted file is still live."""
+        files_read = [f for b in batch for f in b.files]
+        opm = operation_metrics(
+            [a.size for a in adds],
+            [r.size or 0 for r in removes],
+            sum(1 for f in files_read if f.deletion_vector is not None),
+        )
+        actions = [*adds, *removes]
+        snapshot = self.snapshot
+        attempts = 0
+        while True:
+            txn = Transaction(snapshot, max_attempts=self.config.max_commit_attempts)
+            txn.track_read(files_read)
+            try:
+                return txn.commit(actions, "OPTIMIZE", self.operation_parameters(), opm)
+            except (MetadataChangedError, ProtocolChangedError) as exc:
+                attempts += 1
+                if attempts >= self.config.max_commit_attempts:
+                    raise
+                latest = load_snapshot(snapshot.location)
+                ensure_write_supported(latest.protocol, latest.metadata, table=latest.location)
+                live = {f.key for f in latest.files}
+                gone = [f.path for f in files_read if f.key not in live]
+                if gone or latest.partition_columns != snapshot.partition_columns:
+                    log.warning("Aborting the compaction: %d compacted file(s) changed: %s", len(gone), gone[:5])
+                    raise
+                log.info("Retrying commit after checking for semantic conflicts (%s)", exc)
+                snapshot = latest
+
+    # ---------------------------------------------------------------- metrics
+    @staticmethod
+    def _scheduled_tasks(sc, group: str) -> int:
+        try:
+            tracker = sc.statusTracker()
+            total = 0
+            for job_id in tracker.getJobIdsForGroup(group):
+                info = tracker.getJobInfo(job_id)
+                for stage_id in info.stageIds if info else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    total += stage.numTasks if stage else 0
+            return total
+        except Exception:  # status tracking is best effort
+            return 0
+
+    def _metrics(self, plan: OptimizePlan, results: list[BinResult], committed: list[CommitResult], start_ms: int, tasks: int) -> OptimizeMetrics:
+        added = [a.size for r in results for a in r.adds]
+        removed = [rm.size or 0 for r in results for rm in r.removes]
+        kept_bins = [r.bin for r in results]
+        partitions = {tuple(sorted(b.partition_values.items())) for b in kept_bins}
+        snap = self.snapshot
+        n_cols = len(snap.schema["fields"])
+        try:
+            indexed = int(snap.configuration.get("delta.dataSkippingNumIndexedCols", "32"))
+        except ValueError:
+            indexed = 32
+        with_stats = n_cols if indexed < 0 else min(indexed, n_cols)
+        dv_files = [f for b in kept_bins for f in b.files if f.deletion_vector is not None]
+        zstats = None
+        if plan.mode == "zorder":
+            other = ZOrderFileStats(len(removed), sum(removed))
+            zstats = ZOrderStats("all", ZOrderFileStats(0, 0), other, 0, other, len(partitions))
+        num_batches = len(committed) if self.config.batch_size is not None else 1
+        return OptimizeMetrics(
+            num_files_added=len(added),
+            num_files_removed=len(removed),
+            files_added=FileSizeMetrics.of(added),
+            files_removed=FileSizeMetrics.of(removed),
+            partitions_optimized=len(partitions),
+            z_order_stats=zstats,
+            num_bins=len(kept_bins),
+            num_batches=num_batches,
+            total_considered_files=len(plan.considered_files),
+            total_files_skipped=len(plan.considered_files) - len(removed),
+            preserve_insertion_order=False,
+            num_files_skipped_to_reduce_write_amplification=0,
+            num_bytes_skipped_to_reduce_write_amplification=0,
+            start_time_ms=start_ms,
+            end_time_ms=int(time.time() * 1000),
+            total_cluster_parallelism=self.spark.sparkContext.defaultParallelism,
+            total_scheduled_tasks=tasks,
+            auto_compact_parallelism_stats=None,
+            deletion_vector_stats=(
+                DeletionVectorStats(len(dv_files), sum(f.deletion_vector.cardinality for f in dv_files)) if dv_files else None
+            ),
+            num_table_columns=n_cols,
+            num_table_columns_with_stats=with_stats,
+            path=snap.location,
+            committed_versions=tuple(c.version for c in committed),
+            partitions_skipped_already_clustered=len(plan.skipped_partitions),
+        )
+
+
+# ---------------------------------------------------------------- paths
+_HIVE_ESCAPE = set('"#%\'*/:=?\\{[]^') | {chr(c) for c in range(0x01, 0x20)} | {chr(0x7F)}
+
+
+def _hive_escape(value: str) -> str:
+    return "".join(f"%{ord(ch):02X}" if ch in _HIVE_ESCAPE else ch for ch in value)
+
+
+def _hive_dir(values: Mapping[str, str | None], columns: Sequence[str]) -> str:
+    parts = []
+    for c in columns:
+        v = values.get(c)
+        parts.append(f"{_hive_escape(c)}={'__HIVE_DEFAULT_PARTITION__' if v in (None, '') else _hive_escape(v)}")
+    return "/".join(parts)
+
+
+def _encode_path(path: str) -> str:
+    from urllib.parse import quote
+
+    return quote(path, safe="/=!$&'()*+,;:@-._~")
+
+
+def _unquote(path: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(path)
+
+
+# ---------------------------------------------------------------- public API
+def optimize(
+    spark: "SparkSession | None",
+    table: str,
+    where: str | Sequence[str] | None = None,
+    zorder_by: Sequence[str] | None = None,
+    *,
+    dry_run: bool = False,
+    progress: ProgressCallback | None = None,
+    **overrides: Any,
+) -> OptimizeMetrics | OptimizePlan:
+    """OPTIMIZE a Delta table (path or catalog name) like delta-spark, committed by our writer.
+
+    Args:
+        spark: session to use (None: the running one, else an embedded local session).
+        table: table path, ``file:`` URI, or catalog name.
+        where: partition predicate(s) in Spark SQL; several are ANDed.
+        zorder_by: columns to Z-order by (see the zorder module).
+        dry_run: return the OptimizePlan instead of running it; nothing is written.
+        **overrides: per-call settings (min_file_size, max_file_size, max_threads, batch_size,
+            max_deleted_rows_ratio, repartition_enabled, max_commit_attempts) over the session conf.
+
+    Returns:
+        OptimizeMetrics (or the plan, with dry_run).
+
+    Raises:
+        TableNotFoundError, NotADeltaTableError, InvalidPredicateError, InvalidConfigError,
+        UnsupportedFeatureError, CommitConflictError.
+    """
+    from .spark import conf_getter, get_spark, resolve_table
+
+    config = OptimizeConfig.resolve(None, overrides)  # validate overrides before starting Spark
+    spark = get_spark(spark)
+    config = OptimizeConfig.resolve(conf_getter(spark), overrides)
+    location = resolve_table(table, spark)
+    snapshot = load_snapshot(location)
+    predicates = [where] if isinstance(where, str) else list(where or [])
+    executor = OptimizeExecutor(spark, snapshot, predicates, list(zorder_by or []), config, progress=progress)
+    if dry_run:
+        return executor.plan()
+    return executor.optimize()

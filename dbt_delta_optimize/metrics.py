@@ -1,0 +1,166 @@
+"""OPTIMIZE metrics in delta-spark's shape (OptimizeMetrics), filled in completely.
+
+delta-spark leaves endTimeMs, totalScheduledTasks and the parallelism stats empty; we fill them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping, Sequence
+
+__all__ = [
+    "DeletionVectorStats",
+    "FileSizeMetrics",
+    "OptimizeMetrics",
+    "ZOrderFileStats",
+    "ZOrderStats",
+    "operation_metrics",
+]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+@dataclass(frozen=True)
+class FileSizeMetrics:
+    min: int | None
+    max: int | None
+    avg: float
+    total_files: int
+    total_size: int
+
+    @classmethod
+    def of(cls, sizes: Sequence[int]) -> "FileSizeMetrics":
+        if not sizes:
+            return cls(None, None, 0.0, 0, 0)
+        return cls(min(sizes), max(sizes), sum(sizes) / len(sizes), len(sizes), sum(sizes))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"min": self.min, "max": self.max, "avg": self.avg, "totalFiles": self.total_files, "totalSize": self.total_size}
+
+
+@dataclass(frozen=True)
+class ZOrderFileStats:
+    num: int
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"num": self.num, "size": self.size}
+
+
+@dataclass(frozen=True)
+class ZOrderStats:
+    strategy_name: str
+    input_cube_files: ZOrderFileStats
+    input_other_files: ZOrderFileStats
+    input_num_cubes: int
+    merged_files: ZOrderFileStats
+    num_output_cubes: int
+    merged_num_cubes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategyName": self.strategy_name,
+            "inputCubeFiles": self.input_cube_files.to_dict(),
+            "inputOtherFiles": self.input_other_files.to_dict(),
+            "inputNumCubes": self.input_num_cubes,
+            "mergedFiles": self.merged_files.to_dict(),
+            "numOutputCubes": self.num_output_cubes,
+            "mergedNumCubes": self.merged_num_cubes,
+        }
+
+
+@dataclass(frozen=True)
+class DeletionVectorStats:
+    num_deletion_vectors_removed: int
+    num_deletion_vector_rows_removed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "numDeletionVectorsRemoved": self.num_deletion_vectors_removed,
+            "numDeletionVectorRowsRemoved": self.num_deletion_vector_rows_removed,
+        }
+
+
+@dataclass(frozen=True)
+class OptimizeMetrics:
+    """Returned by optimize(); same fields and camelCase names as delta-spark's OptimizeMetrics."""
+
+    num_files_added: int
+    num_files_removed: int
+    files_added: FileSizeMetrics
+    files_removed: FileSizeMetrics
+    partitions_optimized: int
+    z_order_stats: ZOrderStats | None
+    num_bins: int
+    num_batches: int
+    total_considered_files: int
+    total_files_skipped: int
+    preserve_insertion_order: bool
+    num_files_skipped_to_reduce_write_amplification: int
+    num_bytes_skipped_to_reduce_write_amplification: int
+    start_time_ms: int
+    end_time_ms: int
+    total_cluster_parallelism: int
+    total_scheduled_tasks: int
+    auto_compact_parallelism_stats: Mapping[str, Any] | None
+    deletion_vector_stats: DeletionVectorStats | None
+    num_table_columns: int
+    num_table_columns_with_stats: int
+    # Ours, beyond delta-spark: what the run decided and where it committed.
+    path: str = ""
+    committed_versions: tuple[int, ...] = field(default=())
+    partitions_skipped_already_clustered: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if hasattr(v, "to_dict"):
+                v = v.to_dict()
+            elif isinstance(v, tuple):
+                v = list(v)
+            elif isinstance(v, Mapping):
+                v = dict(v)
+            out[_camel(f.name)] = v
+        out["zOrderStats"] = out.pop("zOrderStats", None)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=False)
+
+    def to_row(self):
+        """A Spark Row shaped like delta-spark's OPTIMIZE result: (path, metrics struct)."""
+        from pyspark.sql import Row
+
+        d = self.to_dict()
+        for extra in ("path", "committedVersions", "partitionsSkippedAlreadyClustered"):
+            d.pop(extra, None)
+
+        def conv(v: Any) -> Any:
+            if isinstance(v, dict):
+                return Row(**{k: conv(x) for k, x in v.items()})
+            return v
+
+        return Row(path=self.path, metrics=conv(d))
+
+
+def operation_metrics(added_sizes: Sequence[int], removed_sizes: Sequence[int], dvs_removed: int = 0) -> dict[str, str]:
+    """commitInfo.operationMetrics exactly as delta-spark writes them (strings; percentiles by index)."""
+    s = sorted(added_sizes)
+    n = len(s)
+    out = {
+        "numAddedFiles": n,
+        "numRemovedFiles": len(removed_sizes),
+        "numAddedBytes": sum(s),
+        "numRemovedBytes": sum(removed_sizes),
+    }
+    if n:
+        out.update(
+            minFileSize=s[0], p25FileSize=s[n // 4], p50FileSize=s[n // 2], p75FileSize=s[n * 3 // 4], maxFileSize=s[-1]
+        )
+    out["numDeletionVectorsRemoved"] = dvs_removed
+    return {k: str(v) for k, v in out.items()}

@@ -1,0 +1,226 @@
+"""OPTIMIZE planning: snapshot files in, bins and batches out. Pure Python, no Spark.
+
+Mirrors delta-spark's OptimizeExecutor: candidate selection (size < minFileSize, or too many
+deleted rows), grouping by normalized partition value, next-fit bin packing of files sorted by
+size, dropping single-file bins for compaction, and batching bins into commits by bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Iterable, Literal, Mapping, Sequence
+
+from .actions import AddFile
+from .config import OptimizeConfig
+
+__all__ = [
+    "Bin",
+    "Mode",
+    "OptimizePlan",
+    "bin_pack_by_size",
+    "group_into_bins",
+    "plan_optimize",
+    "raw_partition_key",
+    "should_compact",
+]
+
+Mode = Literal["compaction", "zorder"]
+RawKey = tuple  # tuple[str | None, ...] in partition-column order
+Normalizer = Callable[[RawKey], Hashable]
+
+
+def raw_partition_key(file: AddFile, partition_columns: Sequence[str]) -> RawKey:
+    """The file's partition values in column order, "" folded into null as delta-spark does."""
+    return tuple((file.partition_values.get(c) or None) for c in partition_columns)
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Files of one partition rewritten together into one file (or, for Z-order, into a range of files)."""
+
+    partition_values: Mapping[str, str | None]
+    files: tuple[AddFile, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def describe(self) -> str:
+        parts = ",".join(f"{k}={v}" for k, v in self.partition_values.items())
+        return f"{len(self.files)} files in partition ({parts})" if parts else f"{len(self.files)} files"
+
+
+@dataclass(frozen=True)
+class OptimizePlan:
+    """Everything OPTIMIZE will do, decided before any data is read."""
+
+    read_version: int
+    mode: Mode
+    config: OptimizeConfig
+    considered_files: tuple[AddFile, ...]
+    bins: tuple[Bin, ...]
+    batches: tuple[tuple[Bin, ...], ...]
+    skipped_partitions: tuple[Mapping[str, str | None], ...] = field(default=())
+
+    @property
+    def files_to_rewrite(self) -> tuple[AddFile, ...]:
+        return tuple(f for b in self.bins for f in b.files)
+
+    @property
+    def bytes_to_rewrite(self) -> int:
+        return sum(b.size for b in self.bins)
+
+    @property
+    def partitions(self) -> int:
+        return len({tuple(sorted(b.partition_values.items(), key=lambda kv: kv[0])) for b in self.bins})
+
+    @property
+    def is_noop(self) -> bool:
+        return not self.bins
+
+    def __repr__(self) -> str:  # the dataclass repr would print every file
+        return (
+            f"OptimizePlan(read_version={self.read_version}, mode={self.mode!r}, bins={len(self.bins)}, "
+            f"batches={len(self.batches)}, files={len(self.files_to_rewrite)}, bytes={self.bytes_to_rewrite})"
+        )
+
+    def to_dict(self) -> dict:
+        """A JSON-ready summary (what --dry-run prints)."""
+        return {
+            "readVersion": self.read_version,
+            "mode": self.mode,
+            "consideredFiles": len(self.considered_files),
+            "filesToRewrite": len(self.files_to_rewrite),
+            "bytesToRewrite": self.bytes_to_rewrite,
+            "partitions": self.partitions,
+            "numBins": len(self.bins),
+            "numBatches": len(self.batches) if self.config.batch_size is not None else 1,
+            "skippedPartitions": [dict(p) for p in self.skipped_partitions],
+            "bins": [
+                {
+                    "partitionValues": dict(b.partition_values),
+                    "files": len(b.files),
+                    "bytes": b.size,
+                    "paths": [f.path for f in b.files],
+                }
+                for b in self.bins
+            ],
+        }
+
+
+def should_compact(file: AddFile, config: OptimizeConfig) -> bool:
+    """delta-spark's compaction filter: small (strict <), or too many deleted rows in its DV."""
+    if file.size < config.min_file_size:
+        return True
+    dv = file.deletion_vector
+    if dv is None:
+        return False
+    n = file.num_records
+    if n is None:  # DV but no stats: always rewrite so the output gets stats
+        return True
+    deleted = dv.cardinality
+    ratio = deleted / (n + deleted) if (n + deleted) else 0.0
+    return ratio > config.max_deleted_rows_ratio
+
+
+def group_into_bins(
+    files_by_partition: Iterable[tuple[Mapping[str, str | None], Sequence[AddFile]]],
+    *,
+    max_bin_size: int,
+    keep_single_file_bins: bool,
+) -> list[Bin]:
+    """Next-fit packing of each partition's files, sorted by size ascending (path breaks ties)."""
+    bins: list[Bin] = []
+    for values, files in files_by_partition:
+        current: list[AddFile] = []
+        current_size = 0
+        packed: list[list[AddFile]] = []
+        for f in sorted(files, key=lambda f: (f.size, f.path)):
+            if f.size + current_size > max_bin_size:
+                packed.append(current)  # may be empty (oversized first file); dropped below
+                current, current_size = [f], f.size
+            else:
+                current.append(f)
+                current_size += f.size
+        if current:
+            packed.append(current)
+        for group in packed:
+            if len(group) > 1 or (keep_single_file_bins and group):
+                bins.append(Bin(values, tuple(group)))
+    return bins
+
+
+def bin_pack_by_size(bins: Sequence[Bin], max_batch_size: int) -> list[tuple[Bin, ...]]:
+    """delta-spark's BinPackingUtils.binPackBySize: bins sorted by size, next-fit into batches."""
+    batches: list[tuple[Bin, ...]] = []
+    current: list[Bin] = []
+    current_size = 0
+    for b in sorted(bins, key=lambda b: b.size):
+        if current and (current_size >= max_batch_size or current_size + b.size > max_batch_size):
+            batches.append(tuple(current))
+            current, current_size = [], 0
+        current.append(b)
+        current_size += b.size
+    if current:
+        batches.append(tuple(current))
+    return batches
+
+
+def plan_optimize(
+    files: Sequence[AddFile],
+    partition_columns: Sequence[str],
+    config: OptimizeConfig,
+    *,
+    read_version: int,
+    mode: Mode = "compaction",
+    matched_partitions: Iterable[RawKey] | None = None,
+    normalize: Normalizer | None = None,
+    skip_partition: Callable[[Sequence[AddFile]], bool] | None = None,
+) -> OptimizePlan:
+    """Plan an OPTIMIZE over ``files`` (a snapshot's live files).
+
+    Args:
+        matched_partitions: raw partition keys the WHERE predicates matched (None = all).
+        normalize: maps a raw key to its typed value, so differently formatted but equal
+            values (timestamps) share a bin; defaults to the raw key.
+        skip_partition: for incremental Z-order, returns True for a partition that needs no rewrite.
+    """
+    matched = None if matched_partitions is None else set(matched_partitions)
+    considered = tuple(
+        f for f in files if matched is None or raw_partition_key(f, partition_columns) in matched
+    )
+    if mode == "compaction":
+        candidates = [f for f in considered if should_compact(f, config)]
+        max_bin = config.max_file_size
+    else:
+        candidates = list(considered)
+        max_bin = 2**63 - 1
+    norm = normalize or (lambda k: k)
+    groups: dict[Hashable, list[AddFile]] = {}
+    first_values: dict[Hashable, Mapping[str, str | None]] = {}
+    for f in candidates:
+        key = norm(raw_partition_key(f, partition_columns))
+        groups.setdefault(key, []).append(f)
+        first_values.setdefault(key, f.partition_values)
+    ordered = sorted(groups, key=lambda k: repr(k))
+    skipped: list[Mapping[str, str | None]] = []
+    per_partition = []
+    for k in ordered:
+        if skip_partition is not None and skip_partition(groups[k]):
+            skipped.append(first_values[k])
+            continue
+        per_partition.append((first_values[k], groups[k]))
+    bins = group_into_bins(per_partition, max_bin_size=max_bin, keep_single_file_bins=(mode != "compaction"))
+    if config.batch_size is not None:
+        batches = bin_pack_by_size(bins, config.batch_size)
+    else:
+        batches = [tuple(bins)]
+    return OptimizePlan(
+        read_version=read_version,
+        mode=mode,
+        config=config,
+        considered_files=considered,
+        bins=tuple(bins),
+        batches=tuple(batches),
+        skipped_partitions=tuple(skipped),
+    )

@@ -1,0 +1,180 @@
+"""The Spark engine boundary: session factory, conf access and catalog-name resolution.
+
+This is the only module of the core that imports pyspark, and it does so inside functions,
+so ``import dbt_delta_optimize`` stays cheap (dbt imports every ``dbt_*`` module on each run).
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "DELTA_JVM_VERSION",
+    "conf_getter",
+    "delta_jars",
+    "delta_maven_coordinate",
+    "get_spark",
+    "is_path",
+    "resolve_table",
+]
+
+log = logging.getLogger(__name__)
+
+#: delta-spark version whose jars we load. Maven Central's newest delta-spark_4.2_2.13 is 4.4.0.
+DELTA_JVM_VERSION = "4.4.0"
+JARS_ENV = "DBT_DELTA_OPTIMIZE_JARS"
+HOME_ENV = "DBT_DELTA_OPTIMIZE_HOME"
+
+
+def default_jars_dir() -> str:
+    """Where ``make setup`` puts Delta's jars: inside the virtualenv, next to pyspark."""
+    return os.path.join(sys.prefix, "share", "dbt-delta-optimize", "jars")
+
+
+def delta_jars() -> list[str]:
+    """Jar files for Delta, from $DBT_DELTA_OPTIMIZE_JARS (dir or comma list) or the venv's jar dir."""
+    env = os.environ.get(JARS_ENV)
+    candidates = [p for p in env.split(",") if p] if env else [default_jars_dir()]
+    jars: list[str] = []
+    for c in candidates:
+        jars.extend(sorted(glob.glob(os.path.join(c, "*.jar"))) if os.path.isdir(c) else [c])
+    return jars
+
+
+def delta_maven_coordinate() -> str:
+    import pyspark
+
+    spark_mm = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_mm}_2.13:{DELTA_JVM_VERSION}"
+
+
+def default_home() -> str:
+    return os.environ.get(HOME_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "dbt-delta-optimize")
+
+
+def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: int = 4) -> dict[str, str]:
+    """Static and runtime confs of the embedded session (Delta extension + catalog, small local settings)."""
+    os.makedirs(work_dir, exist_ok=True)
+    jars = delta_jars()
+    conf = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.default.parallelism": str(max(2, os.cpu_count() or 2)),
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.warehouse.dir": os.path.join(work_dir, "spark-warehouse"),
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir}",
+        "spark.sql.catalogImplementation": catalog,
+        "spark.pyspark.python": sys.executable,
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={os.path.join(work_dir, 'metastore_db')};create=true",
+    }
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    else:
+        log.warning(
+            "No Delta jars found in %s; asking Spark to resolve %s from Maven Central. Run `make setup` to install them.",
+            default_jars_dir(),
+            delta_maven_coordinate(),
+        )
+        conf["spark.jars.packages"] = delta_maven_coordinate()
+    return conf
+
+
+def get_spark(
+    spark: "SparkSession | None" = None,
+    *,
+    work_dir: str | None = None,
+    master: str = "local[*]",
+    app_name: str = "dbt-delta-optimize",
+    catalog: str = "hive",
+    conf: Mapping[str, str] | None = None,
+) -> "SparkSession":
+    """Return the session to use: the one handed in, else the running one (dbt's), else a new embedded one."""
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:  # dbt runs nodes in threads with no active session
+        return SparkSession.builder.getOrCreate()
+    # PySpark takes the worker interpreter from PYSPARK_PYTHON only: make it this one (with pyarrow).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in {**session_conf(work_dir or os.path.join(default_home(), "spark"), catalog=catalog), **(conf or {})}.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def conf_getter(spark: "SparkSession"):
+    """A ``key -> str | None`` view of the session's runtime conf."""
+
+    def get(key: str) -> str | None:
+        value = spark.conf.get(key, None)
+        return value if value not in (None, "") else None
+
+    return get
+
+
+def is_path(table: str) -> bool:
+    """A table argument is a path if it looks like one; otherwise it is a catalog name."""
+    return (
+        "/" in table
+        or "\\" in table
+        or table.startswith((".", "~", "file:"))
+        or "://" in table
+        or os.path.exists(table)
+    )
+
+
+def resolve_table(table: str, spark: "SparkSession | None" = None) -> str:
+    """Location of a table given as a path or a catalog name (names need a Spark session)."""
+    if is_path(table):
+        return table
+    if spark is None:
+        raise InvalidArgumentError(
+            f"'{table}' looks like a catalog table name; resolving it needs a Spark session. "
+            "Pass a path instead, or call with a SparkSession."
+        )
+    from pyspark.errors import AnalysisException
+
+    try:
+        row = spark.sql(f"DESCRIBE DETAIL {_quote_name(table)}").collect()[0].asDict()
+    except AnalysisException as exc:
+        msg = str(exc)
+        if "TABLE_OR_VIEW_NOT_FOUND" in msg or "not found" in msg.lower():
+            raise TableNotFoundError(f"Table '{table}' was not found in the catalog. Check the name (schema.table).") from exc
+        raise NotADeltaTableError(f"'{table}' is not a Delta table: {msg.splitlines()[0]}") from exc
+    if (row.get("format") or "").lower() != "delta":
+        raise NotADeltaTableError(
+            f"'{table}' is a {row.get('format')} table, not Delta. Only Delta tables can be optimized."
+        )
+    return row["location"]
+
+
+def _quote_name(name: str) -> str:
+    parts = name.split(".")
+    for p in parts:
+        if not p or not all(ch.isalnum() or ch == "_" for ch in p.strip("`")):
+            raise InvalidArgumentError(
+                f"'{name}' is not a valid table name: use schema.table with letters, digits and underscores."
+            )
+    return ".".join(f"`{p.strip('`')}`" for p in parts)
+
+

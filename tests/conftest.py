@@ -1,0 +1,27 @@
+"""Shared fixtures: one embedded Spark session (with Delta's jars) per test process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from dbt_delta_optimize.spark import delta_jars, get_spark
+
+    if not delta_jars() and os.environ.get("CI"):
+        pytest.fail("Delta's jars are missing: run `make setup` (CI must never skip Spark tests).")
+    work = tempfile.mkdtemp(prefix="ddo-spark-")
+    session = get_spark(
+        work_dir=work,
+        master="local[2]",
+        catalog="in-memory",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"},
+    )
+    yield session
+    session.stop()
+    shutil.rmtree(work, ignore_errors=True)
