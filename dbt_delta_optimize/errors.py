@@ -73,11 +73,11 @@ class CommitConflictError(CommitFailedError):
 
 
 class ConcurrentDeleteReadError(CommitConflictError):
-    """A concurrent commit removed (or re-wrote) a file this transaction read."""
+    """A concurrent commit changed data in a file this transaction read (DELETE, UPDATE, MERGE, overwrite)."""
 
 
 class ConcurrentDeleteDeleteError(CommitConflictError):
-    """A concurrent commit removed a file this transaction also removes."""
+    """A concurrent data-rearranging commit (another OPTIMIZE) already removed a file this transaction removes."""
 
 
 class MetadataChangedError(CommitConflictError):

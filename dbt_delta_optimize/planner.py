@@ -201,7 +201,11 @@ def plan_optimize(
     for f in candidates:
         key = norm(raw_partition_key(f, partition_columns))
         groups.setdefault(key, []).append(f)
-        first_values.setdefault(key, f.partition_values)
+        # The bin keeps the first file's raw values (as delta-spark does), except that "" is written
+        # as null: "" and null share a bin here, and delta-spark reads a logged "" of a string column
+        # as '' but null as NULL, so keeping "" would turn the null rows into '' for it (delta-spark's
+        # own OPTIMIZE also writes such a partition back as null).
+        first_values.setdefault(key, {c: (v if v != "" else None) for c, v in f.partition_values.items()})
     ordered = sorted(groups, key=lambda k: repr(k))
     skipped: list[Mapping[str, str | None]] = []
     per_partition = []

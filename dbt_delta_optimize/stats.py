@@ -97,13 +97,6 @@ class StatsField:
         return _min_max_eligible(self.type)
 
     @property
-    def has_min_max_below(self) -> bool:
-        """Whether minValues/maxValues get an entry (possibly ``{}``) for this field."""
-        if self.children is None:
-            return self.has_min_max
-        return any(c.has_min_max_below for c in self.children)
-
-    @property
     def has_leaf_below(self) -> bool:
         return self.children is None or any(c.has_leaf_below for c in self.children)
 
@@ -482,6 +475,7 @@ class _LeafStats:
     max: Any = None
     min_max_known: bool = True  # False: some chunk lacked min/max while having values
     all_null: bool = False  # no non-null value in the file: min/max are null (omitted)
+    zero_ambiguous: bool = False  # a float bound is a zero whose sign depends on row order
 
 
 @dataclass
@@ -650,6 +644,7 @@ def _collect(
         lo: Any = None
         hi: Any = None
         known = True
+        rg_bounds: list[tuple[Any, Any]] = []
         for rg in range(n_rg):
             chunk = metadata.row_group(rg).column(col_idx)
             st = chunk.statistics
@@ -668,6 +663,7 @@ def _collect(
                     if hi is None or b_key > hi[0]:
                         hi = (b_key, b)
                 else:
+                    rg_bounds.append((a, b))
                     if lo is None or _spark_gt(lo, a):
                         lo = a
                     if hi is None or _spark_gt(b, hi):
@@ -683,9 +679,36 @@ def _collect(
         if t == "string":
             lo = lo[1] if lo is not None else None
             hi = hi[1] if hi is not None else None
+        if t in _FLOATING and (lo == 0 or hi == 0):
+            lo, hi, leaf.zero_ambiguous = _zero_bounds(lo, hi, rg_bounds)
         leaf.min, leaf.max = lo, hi
         leaf.all_null = lo is None
     return num_rows, out
+
+
+def _neg_zero(v: float) -> bool:
+    return v == 0 and math.copysign(1.0, v) < 0
+
+
+def _zero_bounds(lo: float, hi: float, rg_bounds: list[tuple[float, float]]) -> tuple[float, float, bool]:
+    """Signs of zero bounds. Spark keeps the first zero in row order (-0.0 == 0.0 for it) while
+    Parquet orders -0.0 < 0.0, so the footer fixes the sign only when one kind of zero is absent."""
+    ambiguous = False
+    if lo == 0:  # nothing negative: a -0.0 exists iff some chunk's min is -0.0
+        if not any(_neg_zero(a) for a, _ in rg_bounds):
+            lo = 0.0
+        elif all(_neg_zero(b) for _, b in rg_bounds):
+            lo = -0.0  # every chunk holds only -0.0 (and nulls)
+        else:
+            ambiguous = True
+    if hi == 0:  # nothing positive or NaN: a +0.0 exists iff some chunk's max is +0.0
+        if all(_neg_zero(b) or b < 0 for _, b in rg_bounds):
+            hi = -0.0
+        elif all(a == 0 and not _neg_zero(a) for a, _ in rg_bounds):
+            hi = 0.0  # every chunk holds only +0.0
+        else:
+            ambiguous = True
+    return lo, hi, ambiguous
 
 
 # --------------------------------------------------------------------------------------------
@@ -763,7 +786,7 @@ def _fill_from_data(path: str, metadata: "pq.FileMetaData", leaves: list[_LeafSt
         leaf
         for leaf in leaves
         if leaf.target is not None
-        and (leaf.null_count is None or (leaf.field.has_min_max and not leaf.min_max_known))
+        and (leaf.null_count is None or leaf.zero_ambiguous or (leaf.field.has_min_max and not leaf.min_max_known))
     ]
     if not todo or metadata.num_rows == 0:
         return
@@ -776,9 +799,10 @@ def _fill_from_data(path: str, metadata: "pq.FileMetaData", leaves: list[_LeafSt
         values = pa.chunked_array([_navigate(c, leaf.target[1:]) for c in column.chunks])
         if leaf.null_count is None:
             leaf.null_count = values.null_count
-        if leaf.field.has_min_max and not leaf.min_max_known:
+        if leaf.field.has_min_max and (leaf.zero_ambiguous or not leaf.min_max_known):
             leaf.min, leaf.max = _data_min_max(values, leaf.field.type)
             leaf.min_max_known = True
+            leaf.zero_ambiguous = False
             leaf.all_null = leaf.min is None
 
 
@@ -798,6 +822,13 @@ def _render(
 ) -> str:
     by_path = {leaf.path: leaf for leaf in leaves}
 
+    def has_bounds(f: StatsField, path: tuple[str, ...]) -> bool:
+        """delta-spark only aggregates min/max over eligible columns present in the file; a struct
+        with none of those is left out of minValues/maxValues (not even ``{}``)."""
+        if f.is_struct:
+            return any(has_bounds(c, path + (c.name,)) for c in f.children or ())
+        return f.has_min_max and by_path[path].target is not None
+
     def value_of(leaf: _LeafStats, which: str) -> str | None:
         if not leaf.field.has_min_max or not leaf.min_max_known or leaf.all_null:
             return None
@@ -816,7 +847,7 @@ def _render(
         for f in fs:
             path = parent + (f.name,)
             if f.is_struct:
-                keep = f.has_min_max_below if which != "null" else f.has_leaf_below
+                keep = has_bounds(f, path) if which != "null" else f.has_leaf_below
                 if keep:
                     parts.append(f"{_json_string(f.name)}:{obj(f.children or (), path, which)}")
                 continue
@@ -832,7 +863,7 @@ def _render(
         return "{" + ",".join(parts) + "}"
 
     out = [f'"numRecords":{num_rows}']
-    if any(f.has_min_max_below for f in fields):
+    if any(has_bounds(f, (f.name,)) for f in fields):
         out.append(f'"minValues":{obj(fields, (), "min")}')
         out.append(f'"maxValues":{obj(fields, (), "max")}')
     if any(f.has_leaf_below for f in fields):

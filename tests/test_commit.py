@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,8 +70,6 @@ def write_data_file(
     tags: dict[str, str] | None = None,
 ) -> AddFile:
     """Write ``table`` as one Parquet file under ``log_dir`` (log-encoded dir) and describe it as an AddFile."""
-    from urllib.parse import unquote
-
     name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
     full = os.path.join(root, unquote(log_dir), name) if log_dir else os.path.join(root, name)
     os.makedirs(os.path.dirname(full), exist_ok=True)
@@ -215,8 +214,6 @@ def assert_history(spark, path: str, result: CommitResult, metrics: dict) -> Non
 
 
 def spark_input_files(spark, path: str) -> set[str]:
-    from urllib.parse import unquote
-
     return {os.path.basename(unquote(f)) for f in spark.read.format("delta").load(path).inputFiles()}
 
 
@@ -608,6 +605,34 @@ def test_conflict_concurrent_delete_of_read_file(spark, conflict_table, concurre
     assert load_snapshot(path).version == snap.version + 1
 
 
+def _spark_optimize(spark, path):
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+
+
+def _deltars_optimize(spark, path):
+    from deltalake import DeltaTable
+
+    assert DeltaTable(path).optimize.compact()["numFilesRemoved"] > 0
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("concurrent", [_spark_optimize, _deltars_optimize], ids=["delta-spark", "delta-rs"])
+def test_conflict_concurrent_optimize_is_delete_delete(spark, conflict_table, concurrent):
+    """Another engine's OPTIMIZE compacted our files first: a delete-delete conflict, rows unchanged."""
+    path, snap, txn, actions, metrics = conflict_table
+    expected = rows_spark(spark, path, COLS)
+    concurrent(spark, path)
+    log_engine = log_snapshot(path)
+    with pytest.raises(ConcurrentDeleteDeleteError) as ei:
+        txn.commit(actions, "OPTIMIZE", OPTIMIZE_PARAMS, metrics)
+    assert ei.value.winning_version == snap.version + 1
+    assert set(ei.value.paths) == {a.path for a in actions[1:]}
+    assert log_snapshot(path) == log_engine
+    assert_no_tmp(path)
+    assert rows_spark(spark, path, COLS) == expected
+    assert rows_deltars(path, COLS) == expected
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize(
     "sql, error",
@@ -728,11 +753,42 @@ def test_gives_up_after_max_attempts(tmp_path):
     assert files[0].path not in txn_paths
 
 
+def test_put_if_absent_has_exactly_one_winner(tmp_path):
+    from dbt_delta_optimize.storage import LocalStorage
+
+    target = str(tmp_path / "00000000000000000001.json")
+    n = 8
+    barrier = threading.Barrier(n)
+    won: list[int] = []
+
+    def put(i: int) -> None:
+        barrier.wait()
+        if LocalStorage().put_if_absent(target, f"writer {i}\n".encode() * 1000):
+            won.append(i)
+
+    ts = [threading.Thread(target=put, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert len(won) == 1
+    with open(target, "rb") as fh:
+        assert fh.read() == f"writer {won[0]}\n".encode() * 1000, "the winner's bytes, whole"
+    assert os.listdir(tmp_path) == ["00000000000000000001.json"], "no temp files left"
+    assert LocalStorage().put_if_absent(target, b"late") is False
+
+
+def test_remote_storage_is_refused():
+    from dbt_delta_optimize.errors import InvalidArgumentError
+    from dbt_delta_optimize.storage import storage_for
+
+    with pytest.raises(InvalidArgumentError, match="s3://"):
+        storage_for("s3://bucket/table")
+
+
 # =========================================================================== 5. checkpoints
 def _json_replay(path: str, version: int) -> dict[str, dict]:
     """Live raw add actions by replaying every JSON commit (the reference for checkpoint reads)."""
-    from urllib.parse import unquote
-
     live: dict[str, dict] = {}
     for v in range(version + 1):
         for a in read_commit(path, v):
@@ -744,8 +800,6 @@ def _json_replay(path: str, version: int) -> dict[str, dict]:
 
 
 def _assert_snapshot_matches_replay(snap: Snapshot, replay: dict[str, dict]) -> None:
-    from urllib.parse import unquote
-
     assert {unquote(f.path) for f in snap.files} == set(replay)
     for f in snap.files:
         raw = AddFile.from_json(replay[unquote(f.path)])
@@ -757,6 +811,7 @@ def _assert_snapshot_matches_replay(snap: Snapshot, replay: dict[str, dict]) -> 
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_checkpoint_written_by_our_commit(spark, tmp_path):
     path = str(tmp_path / "cp")
     # v0 create, v1 and v2 delta-spark appends: with interval 3, version 3 is ours and must checkpoint.
@@ -802,11 +857,7 @@ def test_checkpoint_written_by_our_commit(spark, tmp_path):
     assert rows_deltars(path, COLS) == expected
     replay6 = {**replay4}
     for v in (5, 6):
-        for a in read_commit(path, v):
-            if "add" in a:
-                from urllib.parse import unquote
-
-                replay6[unquote(a["add"]["path"])] = a["add"]
+        replay6.update({unquote(a["add"]["path"]): a["add"] for a in read_commit(path, v) if "add" in a})
     snap6 = load_snapshot(path)
     assert snap6.version == 6
     _assert_snapshot_matches_replay(snap6, replay6)  # read through delta-spark's checkpoint parquet

@@ -1,0 +1,172 @@
+"""Benchmark: our OPTIMIZE vs delta-spark's OPTIMIZE SQL vs deltalake's optimize.compact().
+
+Not a test. Builds small-file tables, copies each per engine and repeat, times every engine in
+this one process (delta-spark in the same Spark session as ours), alternating the order over
+repeats, and prints median wall times, the ratios ours/delta-spark and ours/delta-rs, and a raw
+pyarrow read+write of the same bytes as the physical floor.
+
+    .venv/bin/python bench/run.py                 # small (20 x 100 files) and large (>= 1 GB) cases
+    .venv/bin/python bench/run.py --cases small --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+GiB = 1024**3
+
+
+def build_table(spark, path: str, partitions: int, files_per_partition: int, rows: int) -> None:
+    """A partitioned table with many small files, written by delta-spark."""
+    (
+        spark.range(0, rows)
+        .selectExpr(
+            "id",
+            f"CAST(id % {partitions} AS INT) AS part",
+            "uuid() AS payload",
+            "rand(7) AS score",
+            "CAST(id * 7 % 100000 AS STRING) AS label",
+            "date_add(DATE'2024-01-01', CAST(id % 365 AS INT)) AS day",
+        )
+        .repartition(files_per_partition, "id")
+        .write.format("delta")
+        .partitionBy("part")
+        .save(path)
+    )
+
+
+def dir_size(path: str) -> int:
+    return sum(os.path.getsize(p) for p in glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
+
+
+def run_ours(spark, path):
+    from dbt_delta_optimize.executor import optimize
+
+    m = optimize(spark, path)
+    return m.num_files_removed, m.num_files_added
+
+
+def run_delta_spark(spark, path):
+    row = spark.sql(f"OPTIMIZE delta.`{path}`").collect()[0]
+    return row.metrics.numFilesRemoved, row.metrics.numFilesAdded
+
+
+def run_delta_rs(spark, path):
+    from deltalake import DeltaTable
+
+    m = DeltaTable(path).optimize.compact(target_size=GiB)
+    return m["numFilesRemoved"], m["numFilesAdded"]
+
+
+def run_arrow_floor(spark, path):
+    """Read every partition's files with pyarrow and write each partition as one file: no log, no Spark."""
+    import pyarrow.parquet as pq
+
+    out = path + "_floor"
+    os.makedirs(out, exist_ok=True)
+    dirs = sorted(d for d in glob.glob(os.path.join(path, "*=*")) if os.path.isdir(d))
+
+    def one(d):
+        writer = None
+        for fpath in sorted(glob.glob(os.path.join(d, "*.parquet"))):
+            t = pq.read_table(fpath)
+            if writer is None:
+                writer = pq.ParquetWriter(os.path.join(out, os.path.basename(d) + ".parquet"), t.schema, compression="snappy")
+            writer.write_table(t)
+        if writer:
+            writer.close()
+
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        list(pool.map(one, dirs))
+    return len(glob.glob(os.path.join(path, "*=*", "*.parquet"))), len(dirs)
+
+
+ENGINES = {"ours": run_ours, "delta-spark": run_delta_spark, "delta-rs": run_delta_rs, "pyarrow-floor": run_arrow_floor}
+
+
+def bench_case(spark, work: str, name: str, partitions: int, files: int, rows: int, repeats: int) -> dict:
+    src = os.path.join(work, f"{name}-src")
+    t0 = time.time()
+    build_table(spark, src, partitions, files, rows)
+    size = dir_size(src)
+    n_files = len(glob.glob(os.path.join(src, "*=*", "*.parquet")))
+    print(f"[{name}] built {n_files} files, {size / 1e6:.1f} MB in {time.time() - t0:.0f}s", flush=True)
+    times: dict[str, list[float]] = {e: [] for e in ENGINES}
+    order = list(ENGINES)
+    for r in range(repeats):
+        seq = order if r % 2 == 0 else list(reversed(order))
+        for engine in seq:
+            dst = os.path.join(work, f"{name}-{engine}-{r}")
+            shutil.copytree(src, dst)
+            t = time.perf_counter()
+            removed, added = ENGINES[engine](spark, dst)
+            dt = time.perf_counter() - t
+            times[engine].append(dt)
+            print(f"[{name}] repeat {r} {engine:>13}: {dt:7.2f}s ({removed} -> {added} files)", flush=True)
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.rmtree(dst + "_floor", ignore_errors=True)
+    shutil.rmtree(src, ignore_errors=True)
+    med = {e: statistics.median(v) for e, v in times.items()}
+    return {
+        "case": name,
+        "files": n_files,
+        "bytes": size,
+        "partitions": partitions,
+        "repeats": repeats,
+        "median_s": med,
+        "ours_vs_delta_spark": med["ours"] / med["delta-spark"],
+        "ours_vs_delta_rs": med["ours"] / med["delta-rs"],
+        "ours_vs_floor": med["ours"] / med["pyarrow-floor"],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="small,large", help="comma list of: small, large")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--large-rows", type=int, default=16_000_000, help="rows of the large case (~1.1 GB at 16M)")
+    ap.add_argument("--work", default=None)
+    args = ap.parse_args()
+
+    from dbt_delta_optimize.spark import get_spark
+
+    work = args.work or tempfile.mkdtemp(prefix="ddo-bench-")
+    spark = get_spark(work_dir=os.path.join(work, "spark"), catalog="in-memory", conf={"spark.driver.memory": "8g"})
+    spark.sparkContext.setLogLevel("FATAL")
+    print(f"Spark {spark.version}, {spark.sparkContext.defaultParallelism} cores, work dir {work}", flush=True)
+    results = []
+    cases = {"small": (20, 100, 2_000_000), "large": (20, 100, args.large_rows)}
+    for name in args.cases.split(","):
+        parts, files, rows = cases[name]
+        results.append(bench_case(spark, work, name, parts, files, rows, args.repeats))
+    print("\n| case | files | size | ours | delta-spark | delta-rs | pyarrow floor | ours/delta-spark | ours/delta-rs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        m = r["median_s"]
+        print(
+            f"| {r['case']} | {r['files']} | {r['bytes'] / 1e6:.0f} MB | {m['ours']:.2f}s | {m['delta-spark']:.2f}s | "
+            f"{m['delta-rs']:.2f}s | {m['pyarrow-floor']:.2f}s | {r['ours_vs_delta_spark']:.2f} | {r['ours_vs_delta_rs']:.2f} |"
+        )
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    out = os.path.join(ROOT, "bench", "results", f"compaction-{int(time.time())}.json")
+    with open(out, "w") as fh:
+        json.dump(results, fh, indent=2)
+    print(f"\nresults written to {out}")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

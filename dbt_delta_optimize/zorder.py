@@ -1,0 +1,385 @@
+"""Z-order and Hilbert clustering: column validation, curve keys, and incremental skipping.
+
+As in delta-spark, each clustering column is mapped to a sampled range id in [0, numRanges)
+(nulls to 0), the ids are combined along a space-filling curve, and each partition is
+range-partitioned on (key, noise byte) into max(1, bytes / maxFileSize) files. Differences on
+purpose: one sampling job covers every column (delta-spark runs one per column), the range id
+is a Spark expression (a balanced comparison tree over the sampled bounds, no Python UDF),
+Hilbert is offered for 2-9 columns, and files we write are tagged so a later run can skip
+partitions that are already clustered the same way (delta-spark's Z-order is not incremental).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
+
+from .actions import AddFile
+from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "CURVE_TAG",
+    "COLUMNS_TAG",
+    "ClusteringSpec",
+    "Curve",
+    "already_clustered",
+    "cluster",
+    "hilbert_index",
+    "interleave_bits",
+    "parse_column",
+    "range_bounds",
+    "resolve_columns",
+]
+
+Curve = Literal["zorder", "hilbert"]
+COLUMNS_TAG = "dbt_delta_optimize.clusteredBy"
+CURVE_TAG = "dbt_delta_optimize.curve"
+MAX_HILBERT_COLUMNS = 9
+_SAMPLE_POINTS_PER_RANGE = 100  # Spark's rangeExchange.sampleSizePerPartition default
+_MAX_SAMPLE = 1_000_000
+
+
+@dataclass(frozen=True)
+class ClusteringSpec:
+    """How a partition is clustered: resolved column paths, curve and delta-spark's MDC settings."""
+
+    columns: tuple[tuple[str, ...], ...]
+    curve: Curve = "zorder"
+    num_ranges: int = 1000
+    add_noise: bool = True
+    sort_within_files: bool = False
+
+    @property
+    def column_names(self) -> list[str]:
+        return [".".join(f"`{p}`" if "." in p else p for p in path) for path in self.columns]
+
+    @property
+    def effective_curve(self) -> Curve:
+        """delta-spark: Hilbert over one column is Z-order (a plain range sort)."""
+        return "zorder" if len(self.columns) == 1 else self.curve
+
+    def tags(self) -> dict[str, str]:
+        return {COLUMNS_TAG: json.dumps(self.column_names), CURVE_TAG: self.effective_curve}
+
+    @property
+    def bits(self) -> int:
+        """Bits per range id: enough for ids in [0, num_ranges)."""
+        return max(1, math.ceil(math.log2(self.num_ranges)))
+
+
+def already_clustered(files: Iterable[AddFile], spec: ClusteringSpec) -> bool:
+    """True if every live file of a partition was written clustered by the same columns and curve."""
+    tags = spec.tags()
+    files = list(files)
+    return bool(files) and all(
+        f.tags.get(COLUMNS_TAG) == tags[COLUMNS_TAG] and f.tags.get(CURVE_TAG) == tags[CURVE_TAG] for f in files
+    )
+
+
+# ------------------------------------------------------------------ column validation (pure)
+def parse_column(name: str) -> tuple[str, ...]:
+    """``a.b`` -> ("a", "b"); back-quoted parts keep their dots: ```flat.a``` -> ("flat.a",)."""
+    parts: list[str] = []
+    buf = ""
+    i = 0
+    quoted = False
+    text = name.strip()
+    if not text:
+        raise InvalidArgumentError("Empty Z-order column name.")
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            if ch == "`":
+                if i + 1 < len(text) and text[i + 1] == "`":
+                    buf += "`"
+                    i += 1
+                else:
+                    quoted = False
+            else:
+                buf += ch
+        elif ch == "`":
+            quoted = True
+        elif ch == ".":
+            parts.append(buf)
+            buf = ""
+        else:
+            buf += ch
+        i += 1
+    if quoted:
+        raise InvalidArgumentError(f"Unbalanced back-quote in column name {name!r}.")
+    parts.append(buf)
+    if any(not p.strip() for p in parts):
+        raise InvalidArgumentError(f"Invalid column name {name!r}.")
+    return tuple(p.strip() for p in parts)
+
+
+def _find(fields: Sequence[Mapping[str, Any]], path: tuple[str, ...]) -> tuple[tuple[str, ...], Any] | None:
+    """Resolve a path case-insensitively; returns (canonical path, type)."""
+    current = fields
+    canon: list[str] = []
+    t: Any = None
+    for i, part in enumerate(path):
+        match = next((f for f in current if f["name"].lower() == part.lower()), None)
+        if match is None:
+            return None
+        canon.append(match["name"])
+        t = match["type"]
+        if i < len(path) - 1:
+            if not (isinstance(t, dict) and t.get("type") == "struct"):
+                return None
+            current = t["fields"]
+    return tuple(canon), t
+
+
+def _stats_leaf_paths(schema, partition_columns, configuration) -> set[tuple[str, ...]]:
+    from .stats import stats_columns
+
+    out: set[tuple[str, ...]] = set()
+
+    def walk(fields, prefix):
+        for f in fields:
+            if f.is_struct:
+                walk(f.children or (), prefix + (f.logical_name,))
+            elif f.has_min_max:
+                out.add(tuple(p.lower() for p in prefix + (f.logical_name,)))
+
+    walk(stats_columns(schema, partition_columns, configuration), ())
+    return out
+
+
+def resolve_columns(
+    columns: Sequence[str],
+    schema: Mapping[str, Any],
+    partition_columns: Sequence[str],
+    configuration: Mapping[str, str],
+    *,
+    check_stats: bool = True,
+) -> tuple[tuple[str, ...], ...]:
+    """Validate Z-order columns like delta-spark, listing every offending column in one error."""
+    if not columns:
+        raise InvalidArgumentError("Z-order needs at least one column.")
+    parts = {p.lower() for p in partition_columns}
+    data_fields = [f for f in schema["fields"] if f["name"].lower() not in parts]
+    resolved: list[tuple[str, ...]] = []
+    missing, partition, unsortable, no_stats = [], [], [], []
+    for name in columns:
+        path = parse_column(name)
+        if len(path) == 1 and path[0].lower() in parts:
+            partition.append(name)
+            continue
+        found = _find(data_fields, path)
+        if found is None:
+            missing.append(name)
+            continue
+        canon, t = found
+        if not isinstance(t, str) or t in ("binary", "boolean", "variant") or t.startswith("geo"):
+            unsortable.append(f"{name} ({t if isinstance(t, str) else t.get('type')})")
+            continue
+        resolved.append(canon)
+    if check_stats and resolved:
+        with_stats = _stats_leaf_paths(schema, partition_columns, configuration)
+        no_stats = [".".join(p) for p in resolved if tuple(x.lower() for x in p) not in with_stats]
+    problems = []
+    if missing:
+        problems.append(
+            f"Z-order column(s) {', '.join(missing)} do not exist in data schema "
+            f"[{', '.join(f['name'] for f in data_fields)}]"
+        )
+    if partition:
+        problems.append(
+            f"{', '.join(partition)} {'is a partition column' if len(partition) == 1 else 'are partition columns'}: "
+            "Z-ordering can only be done on data columns (partitions are already separate files); use WHERE to pick partitions"
+        )
+    if unsortable:
+        problems.append(f"cannot Z-order on {', '.join(unsortable)}: use numeric, string, date or timestamp columns")
+    if no_stats:
+        problems.append(
+            f"Z-ordering on column(s) {', '.join(no_stats)} without collected statistics is useless for data skipping: "
+            "raise delta.dataSkippingNumIndexedCols or list them in delta.dataSkippingStatsColumns, "
+            "or set spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled=false"
+        )
+    if problems:
+        raise InvalidArgumentError("; ".join(problems) + ". Nothing was written.")
+    if len(set(resolved)) != len(resolved):
+        raise InvalidArgumentError(f"Duplicate Z-order columns in {list(columns)}.")
+    return tuple(resolved)
+
+
+# ------------------------------------------------------------------ curve math (pure)
+def range_bounds(sorted_values: Sequence[Any], num_ranges: int) -> list[Any]:
+    """Upper bounds splitting a sorted sample into at most ``num_ranges`` ranges of equal weight.
+
+    With fewer distinct values than ranges every distinct value gets its own id (dense ids),
+    like Spark's RangePartitioner.
+    """
+    if num_ranges < 2:
+        raise InvalidArgumentError(f"spark.databricks.io.skipping.mdc.rangeId.max must be > 1, got {num_ranges}.")
+    distinct: list[Any] = []
+    for v in sorted_values:
+        if not distinct or v != distinct[-1]:
+            distinct.append(v)
+    if len(distinct) <= num_ranges:
+        return distinct[:-1]
+    n = len(sorted_values)
+    bounds: list[Any] = []
+    step = n / num_ranges
+    target = step
+    for i, v in enumerate(sorted_values):
+        if i + 1 >= target and (not bounds or v > bounds[-1]):
+            bounds.append(v)
+            target += step
+            if len(bounds) == num_ranges - 1:
+                break
+    return bounds
+
+
+def interleave_bits(ids: Sequence[int], bits: int) -> int:
+    """Z-value: bits of each id from most significant down, round robin over ids in order."""
+    z = 0
+    for b in range(bits - 1, -1, -1):
+        for v in ids:
+            z = (z << 1) | ((v >> b) & 1)
+    return z
+
+
+def hilbert_index(ids: Sequence[int], bits: int) -> int:
+    """Hilbert curve index of a point (Skilling's transpose algorithm), as one integer."""
+    x = list(ids)
+    n = len(x)
+    m = 1 << (bits - 1)
+    q = m
+    while q > 1:  # inverse undo
+        p = q - 1
+        for i in range(n):
+            if x[i] & q:
+                x[0] ^= p
+            else:
+                t = (x[0] ^ x[i]) & p
+                x[0] ^= t
+                x[i] ^= t
+        q >>= 1
+    for i in range(1, n):  # Gray encode
+        x[i] ^= x[i - 1]
+    t = 0
+    q = m
+    while q > 1:
+        if x[n - 1] & q:
+            t ^= q - 1
+        q >>= 1
+    for i in range(n):
+        x[i] ^= t
+    return interleave_bits(x, bits)
+
+
+# ------------------------------------------------------------------ Spark side
+def _col(path: tuple[str, ...]) -> "Column":
+    from pyspark.sql import functions as F
+
+    return F.col(".".join(f"`{p}`" for p in path))
+
+
+def _bucket_tree(col: "Column", bounds: Sequence[Any], lo: int, hi: int) -> "Column":
+    """Range id of ``col`` among ``bounds[lo:hi]`` as a balanced comparison tree (depth log2 n)."""
+    from pyspark.sql import functions as F
+
+    if lo >= hi:
+        return F.lit(lo)
+    mid = (lo + hi) // 2
+    return F.when(col <= F.lit(bounds[mid]), _bucket_tree(col, bounds, lo, mid)).otherwise(
+        _bucket_tree(col, bounds, mid + 1, hi)
+    )
+
+
+def _sample(df: "DataFrame", spec: ClusteringSpec, total_rows: int | None) -> list[list[Any]]:
+    """One sampling job for every column (delta-spark runs one per column)."""
+    from pyspark.sql import functions as F
+
+    target = min(_MAX_SAMPLE, _SAMPLE_POINTS_PER_RANGE * spec.num_ranges)
+    cols = [_col(p).alias(f"c{i}") for i, p in enumerate(spec.columns)]
+    sampled = df.select(*cols)
+    if total_rows and total_rows > target:
+        sampled = sampled.sample(withReplacement=False, fraction=min(1.0, 1.2 * target / total_rows), seed=17)
+    rows = sampled.collect()
+    out = []
+    for i in range(len(spec.columns)):
+        values = [r[i] for r in rows if r[i] is not None]
+        values = [v for v in values if not (isinstance(v, float) and v != v)]  # NaN sorts last: keep it in the top range
+        out.append(sorted(values))
+    return out
+
+
+def _hilbert_stages(df: "DataFrame", names: list[str], bits: int) -> "DataFrame":
+    """Skilling's AxesToTranspose over columns ``names`` (ints), one projection per step."""
+    from pyspark.sql import functions as F
+
+    n = len(names)
+    q = 1 << (bits - 1)
+    while q > 1:
+        p = q - 1
+        for i in range(n):
+            xi, x0 = F.col(names[i]), F.col(names[0])
+            if i == 0:
+                df = df.withColumn(names[0], F.when(x0.bitwiseAND(q) != 0, x0.bitwiseXOR(p)).otherwise(x0))
+                continue
+            t = x0.bitwiseXOR(xi).bitwiseAND(p)
+            cond = xi.bitwiseAND(q) != 0
+            df = df.select(
+                *[c for c in df.columns if c not in (names[0], names[i])],
+                F.when(cond, x0.bitwiseXOR(p)).otherwise(x0.bitwiseXOR(t)).alias(names[0]),
+                F.when(cond, xi).otherwise(xi.bitwiseXOR(t)).alias(names[i]),
+            )
+        q >>= 1
+    for i in range(1, n):
+        df = df.withColumn(names[i], F.col(names[i]).bitwiseXOR(F.col(names[i - 1])))
+    t = F.lit(0)
+    q = 1 << (bits - 1)
+    while q > 1:
+        t = F.when(F.col(names[n - 1]).bitwiseAND(q) != 0, t.bitwiseXOR(q - 1)).otherwise(t)
+        q >>= 1
+    df = df.withColumn("__ddo_t", t)
+    for i in range(n):
+        df = df.withColumn(names[i], F.col(names[i]).bitwiseXOR(F.col("__ddo_t")))
+    return df.drop("__ddo_t")
+
+
+def cluster(
+    spark: "SparkSession", df: "DataFrame", approx_num_files: int, spec: ClusteringSpec, total_rows: int | None = None
+) -> "DataFrame":
+    """Range-partition ``df`` along the curve into about ``approx_num_files`` partitions (one shuffle)."""
+    from pyspark.sql import functions as F
+
+    samples = _sample(df, spec, total_rows)
+    id_names = [f"__ddo_id{i}" for i in range(len(spec.columns))]
+    data_cols = list(df.columns)
+    with_ids = df
+    for i, (path, values) in enumerate(zip(spec.columns, samples)):
+        bounds = range_bounds(values, spec.num_ranges)
+        c = _col(path)
+        rid = F.when(c.isNull(), F.lit(0)).otherwise(_bucket_tree(c, bounds, 0, len(bounds))) if bounds else F.lit(0)
+        with_ids = with_ids.withColumn(id_names[i], rid.cast("int"))
+    bits = spec.bits
+    if spec.effective_curve == "hilbert":
+        with_ids = _hilbert_stages(with_ids, id_names, bits)
+    seq = [(i, b) for b in range(bits - 1, -1, -1) for i in range(len(id_names))]
+    keys = []
+    for start in range(0, len(seq), 62):
+        expr = F.lit(0).cast("long")
+        for i, b in seq[start : start + 62]:
+            expr = F.shiftleft(expr, 1).bitwiseOR(F.shiftright(F.col(id_names[i]), b).bitwiseAND(1).cast("long"))
+        keys.append(expr)
+    key_names = [f"__ddo_key{k}" for k in range(len(keys))]
+    keyed = with_ids.select(*[F.col(f"`{c}`") for c in data_cols], *[k.alias(n) for k, n in zip(keys, key_names)])
+    order = [F.col(n) for n in key_names]
+    if spec.add_noise:
+        keyed = keyed.withColumn("__ddo_noise", (F.rand() * 255 - 128).cast("byte"))
+        out = keyed.repartitionByRange(max(1, approx_num_files), *order, F.col("__ddo_noise")).drop("__ddo_noise")
+    else:
+        out = keyed.repartitionByRange(max(1, approx_num_files), *order)
+    if spec.sort_within_files:
+        out = out.sortWithinPartitions(*order)
+    return out.drop(*key_names)

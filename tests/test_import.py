@@ -1,0 +1,26 @@
+"""dbt imports every dbt_* module on each invocation: our import must stay cheap and side-effect free."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_import_does_not_load_heavy_libraries_and_is_fast():
+    code = (
+        "import sys, time; t = time.perf_counter(); import dbt_delta_optimize; dt = time.perf_counter() - t;"
+        "heavy = [m for m in ('pyspark', 'deltalake', 'pyarrow', 'click', 'rich') if m in sys.modules];"
+        "print(dt, heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(" ", 1)
+    assert out[1].strip() == "[]", f"heavy modules imported at package import: {out[1]}"
+    assert float(out[0]) < 0.1
+
+
+def test_lazy_attributes_resolve():
+    import dbt_delta_optimize as ddo
+
+    assert ddo.OptimizeConfig().max_threads == 15
+    assert sorted(ddo.__all__) == ddo.__all__
+    for name in ddo.__all__:
+        assert getattr(ddo, name) is not None
