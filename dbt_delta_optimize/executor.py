@@ -78,6 +78,8 @@ class OptimizeExecutor:
         self.progress = progress
         self.operation_timestamp = int(time.time() * 1000)
         self._predicate_sql: tuple[str, ...] = ()
+        self._time_zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+        self._predicate_strings: tuple[str, ...] = ()
         self._plan: OptimizePlan | None = None
 
     # ---------------------------------------------------------------- planning
@@ -89,6 +91,7 @@ class OptimizeExecutor:
             snap = self.snapshot
             selection = select_partitions(self.spark, snap, self.partition_predicates)
             self._predicate_sql = selection.predicate_sql
+            self._predicate_strings = selection.predicate_strings or selection.predicate_sql
             self._plan = plan_optimize(
                 snap.files,
                 snap.partition_columns,
@@ -265,15 +268,23 @@ class OptimizeExecutor:
             size=st.st_size,
             modification_time=int(st.st_mtime * 1000),
             data_change=False,
-            stats=stats_from_file(dest, snap.schema, snap.partition_columns, snap.configuration),
+            stats=stats_from_file(
+                dest,
+                snap.schema,
+                snap.partition_columns,
+                snap.configuration,
+                protocol=snap.protocol,
+                session_time_zone=self._time_zone,
+            ),
             tags=tags or {},
         )
 
     # ---------------------------------------------------------------- commit
     def operation_parameters(self) -> dict[str, Any]:
         return {
-            "predicate": json.dumps(list(self._predicate_sql)),
-            "zOrderBy": json.dumps(list(self.zorder_by_columns)),
+            # As delta-spark writes them: each predicate's Catalyst toString, compact JSON (Jackson).
+            "predicate": json.dumps(list(self._predicate_strings), separators=(",", ":")),
+            "zOrderBy": json.dumps(list(self.zorder_by_columns), separators=(",", ":")),
             "clusterBy": "[]",
             "auto": self.is_auto_compact,
         }

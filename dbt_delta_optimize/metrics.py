@@ -137,15 +137,42 @@ class OptimizeMetrics:
         from pyspark.sql import Row
 
         d = self.to_dict()
-        for extra in ("path", "committedVersions", "partitionsSkippedAlreadyClustered"):
-            d.pop(extra, None)
+        d.setdefault("clusteringStats", None)  # liquid clustering only; never set by this package
 
         def conv(v: Any) -> Any:
             if isinstance(v, dict):
                 return Row(**{k: conv(x) for k, x in v.items()})
             return v
 
-        return Row(path=self.path, metrics=conv(d))
+        # delta-spark's struct field order (to_dict moves zOrderStats last; ours-only fields dropped)
+        return Row(path=self.path, metrics=Row(**{k: conv(d[k]) for k in _SPARK_METRICS_FIELDS}))
+
+
+#: delta-spark 4.4's OptimizeMetrics struct fields, in order (the OPTIMIZE result's ``metrics`` column).
+_SPARK_METRICS_FIELDS = (
+    "numFilesAdded",
+    "numFilesRemoved",
+    "filesAdded",
+    "filesRemoved",
+    "partitionsOptimized",
+    "zOrderStats",
+    "clusteringStats",
+    "numBins",
+    "numBatches",
+    "totalConsideredFiles",
+    "totalFilesSkipped",
+    "preserveInsertionOrder",
+    "numFilesSkippedToReduceWriteAmplification",
+    "numBytesSkippedToReduceWriteAmplification",
+    "startTimeMs",
+    "endTimeMs",
+    "totalClusterParallelism",
+    "totalScheduledTasks",
+    "autoCompactParallelismStats",
+    "deletionVectorStats",
+    "numTableColumns",
+    "numTableColumnsWithStats",
+)
 
 
 def operation_metrics(added_sizes: Sequence[int], removed_sizes: Sequence[int], dvs_removed: int = 0) -> dict[str, str]:

@@ -30,6 +30,9 @@ class PartitionSelection:
     matched: frozenset[RawKey] | None  # None: no predicate, every partition
     normalized: dict[RawKey, Hashable]
     predicate_sql: tuple[str, ...]
+    #: each parsed predicate's Catalyst ``toString`` (e.g. ``('part >= 1)``): what delta-spark
+    #: records in operationParameters.predicate
+    predicate_strings: tuple[str, ...] = ()
 
 
 def _children(jexpr):
@@ -40,8 +43,15 @@ def _children(jexpr):
 def parse_predicates(spark: "SparkSession", predicates: Sequence[str], partition_columns: Sequence[str]) -> list[str]:
     """Parse each predicate with Spark's SQL parser; reject subqueries and non-partition columns.
 
-    Returns the canonical SQL of each predicate (what delta-spark records in operationParameters).
+    Returns the canonical SQL of each predicate (evaluable again by Spark).
     """
+    return [sql for sql, _ in _parse_predicates(spark, predicates, partition_columns)]
+
+
+def _parse_predicates(
+    spark: "SparkSession", predicates: Sequence[str], partition_columns: Sequence[str]
+) -> list[tuple[str, str]]:
+    """(canonical SQL, Catalyst toString) of each predicate, validated as parse_predicates documents."""
     parser = spark._jsparkSession.sessionState().sqlParser()
     lowered = {c.lower(): c for c in partition_columns}
     out = []
@@ -76,7 +86,7 @@ def parse_predicates(spark: "SparkSession", predicates: Sequence[str], partition
                 f"Predicate references non-partition column '{bad_cols[0]}'. "
                 f"Only the partition columns may be referenced: [{', '.join(partition_columns)}]."
             )
-        out.append(jexpr.sql())
+        out.append((jexpr.sql(), jexpr.toString()))
     if len(out) != len(predicates):
         raise InvalidPredicateError("internal: predicate count mismatch (please report)")
     return out
@@ -85,16 +95,18 @@ def parse_predicates(spark: "SparkSession", predicates: Sequence[str], partition
 def select_partitions(spark: "SparkSession", snapshot: Snapshot, predicates: Sequence[str] = ()) -> PartitionSelection:
     """Evaluate predicates over the snapshot's distinct partitions (typed by casting the log's strings)."""
     cols = list(snapshot.partition_columns)
-    sql = tuple(parse_predicates(spark, predicates, cols)) if predicates else ()
+    parsed = _parse_predicates(spark, predicates, cols) if predicates else []
+    sql = tuple(p for p, _ in parsed)
+    strings = tuple(s for _, s in parsed)
     if not cols:
         # Unpartitioned: a column-free predicate (e.g. "true") still has to hold.
         if sql:
             value = spark.sql(f"SELECT ({' AND '.join(f'({p})' for p in sql)}) AS ok").collect()[0]["ok"]
-            return PartitionSelection(frozenset({()}) if value else frozenset(), {(): ()}, sql)
-        return PartitionSelection(None, {(): ()}, sql)
+            return PartitionSelection(frozenset({()}) if value else frozenset(), {(): ()}, sql, strings)
+        return PartitionSelection(None, {(): ()}, sql, strings)
     keys = sorted({raw_partition_key(f, cols) for f in snapshot.files}, key=repr)
     if not keys:
-        return PartitionSelection(frozenset() if sql else None, {}, sql)
+        return PartitionSelection(frozenset() if sql else None, {}, sql, strings)
     from pyspark.sql.types import StringType, StructField, StructType
 
     raw_names = [_RAW.format(i) for i in range(len(cols))]
@@ -120,5 +132,5 @@ def select_partitions(spark: "SparkSession", snapshot: Snapshot, predicates: Seq
         matched.add(raw)
     if sql:
         # normalized values are needed for every key the planner will see, not just matches
-        return PartitionSelection(frozenset(matched), normalized, sql)
-    return PartitionSelection(None, normalized, sql)
+        return PartitionSelection(frozenset(matched), normalized, sql, strings)
+    return PartitionSelection(None, normalized, sql, strings)

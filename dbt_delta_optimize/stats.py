@@ -6,23 +6,26 @@ serialised by ``to_json``). Our executor writes compacted files itself, so it re
 JSON from the written file's Parquet footer, without a Spark job.
 
 The footer cannot answer everything: Spark writes no statistics for INT96 timestamps (its default
-timestamp encoding) nor for chunks whose min+max exceed 4 KiB, and column-chunk null counts of an
-array/map leaf mix null arrays with empty ones and null elements. ``stats_from_parquet`` (footer
+timestamp encoding) nor for chunks whose min+max exceed 4 KiB, column-chunk null counts of an
+array/map leaf mix null arrays with empty ones and null elements, and writers other than
+parquet-java (pyarrow's parquet-cpp) leave NaN out of float/double bounds, where Spark's max is NaN. ``stats_from_parquet`` (footer
 only) leaves such values out, which data skipping reads as "unknown"; ``stats_from_file`` reads just
 those columns' data to fill them in, so its output matches delta-spark.
 
 Known differences, both numeric no-ops (readers parse the same values):
 * ``-0.0`` vs ``0.0``: Spark keeps whichever zero came first in row order; a footer only knows the
   sign of its min/max, so footer-derived zero bounds may differ in sign (the data path is exact).
-* floats/doubles are printed with the shortest-repr rule of JDK >= 19 ``Double.toString``; JDK 17's
-  FloatingDecimal occasionally prints a longer digit string for the same double
-  (e.g. ``1.9999999999999998E23`` for ``2.0E23``).
+* floats/doubles are printed with the shortest-repr rule of JDK >= 19 ``Float/Double.toString``;
+  JDK 17's FloatingDecimal sometimes prints more digits for the same value (``1.9999999999999998E23``
+  for ``2.0E23``, ``-1.68127662E15`` for float ``-1.6812766E15``; mostly huge integral magnitudes).
+  Both parse to the same double/float32.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import logging
 import math
 import re
 import struct
@@ -39,6 +42,11 @@ __all__ = [
     "DEFAULT_NUM_INDEXED_COLS",
     "DEFAULT_STRING_PREFIX_LENGTH",
     "StatsField",
+    "configured_string_prefix_length",
+    "format_date",
+    "format_timestamp",
+    "format_timestamp_ntz",
+    "java_float_string",
     "parse_stats_columns",
     "stats_columns",
     "stats_from_file",
@@ -46,6 +54,8 @@ __all__ = [
     "truncate_max_string",
     "truncate_min_string",
 ]
+
+log = logging.getLogger(__name__)
 
 NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
 STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
@@ -68,6 +78,8 @@ _UTF8_MAX = "\U0010ffff"  # Character.MAX_CODE_POINT, delta-spark's max-string t
 _LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
 _GREGORIAN_START_DAYS = -141427  # 1582-10-15
 _GREGORIAN_START_MICROS = _GREGORIAN_START_DAYS * 86_400_000_000
+# Writers (FileMetaData.created_by) whose float/double statistics include NaN as the largest value.
+_NAN_AWARE_WRITERS = ("parquet-mr", "parquet-java")
 
 
 # --------------------------------------------------------------------------------------------
@@ -469,7 +481,6 @@ class _LeafStats:
     path: tuple[str, ...]
     field: StatsField
     target: tuple[str, ...] | None  # resolved path of the column in the file; None if missing
-    complex: bool = False  # array/map/variant: only a top-level null count
     null_count: int | None = None
     min: Any = None
     max: Any = None
@@ -480,11 +491,11 @@ class _LeafStats:
 
 @dataclass
 class _FileColumns:
-    """Parquet leaf columns by path: non-repeated leaves, and arrays/maps with their leaf indices."""
+    """Parquet leaf columns by path: non-repeated primitive leaves, and the leaf indices under each
+    array/map/struct (a Delta leaf may be a Parquet group: arrays, maps, variant)."""
 
     leaves: dict[tuple[str, ...], int] = field(default_factory=dict)
     groups: dict[tuple[str, ...], list[int]] = field(default_factory=dict)
-    structs: set[tuple[str, ...]] = field(default_factory=set)
 
     def resolve(self, path: tuple[str, ...]) -> tuple[str, ...] | None:
         """Exact path, else the unique case-insensitive match (Spark resolves names that way)."""
@@ -501,28 +512,34 @@ def _file_columns(metadata: "pq.FileMetaData") -> _FileColumns:
     out = _FileColumns()
     idx = 0
 
+    def storage(t: pa.DataType) -> pa.DataType:
+        return t.storage_type if isinstance(t, pa.ExtensionType) else t
+
+    def is_list(t: pa.DataType) -> bool:
+        return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
     def count(t: pa.DataType) -> int:
+        t = storage(t)
         if pa.types.is_struct(t):
             return sum(count(t.field(i).type) for i in range(t.num_fields))
         if pa.types.is_map(t):
             return count(t.key_type) + count(t.item_type)
-        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        if is_list(t):
             return count(t.value_type)
         return 1
 
     def walk(f: pa.Field, path: tuple[str, ...]) -> None:
         nonlocal idx
-        t = f.type
+        t = storage(f.type)
+        n = count(t)
+        if pa.types.is_struct(t) or pa.types.is_map(t) or is_list(t):
+            out.groups[path] = list(range(idx, idx + n))
         if pa.types.is_struct(t):
-            out.structs.add(path)
             for i in range(t.num_fields):
                 walk(t.field(i), path + (t.field(i).name,))
             return
-        n = count(t)
-        if n == 1 and not (pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
+        if n == 1 and not (pa.types.is_map(t) or is_list(t)):
             out.leaves[path] = idx
-        else:
-            out.groups[path] = list(range(idx, idx + n))
         idx += n
 
     arrow = metadata.schema.to_arrow_schema()
@@ -532,13 +549,16 @@ def _file_columns(metadata: "pq.FileMetaData") -> _FileColumns:
         out = _FileColumns()
         for i in range(metadata.num_columns):
             col = metadata.schema.column(i)
+            parts = tuple(col.path.split("."))
             if col.max_repetition_level == 0:
-                out.leaves[tuple(col.path.split("."))] = i
+                out.leaves[parts] = i
+            for k in range(1, len(parts)):
+                out.groups.setdefault(parts[:k], []).append(i)
     return out
 
 
-def _chunk_null_count(metadata: "pq.FileMetaData", rg: int, col: int) -> int | None:
-    st = metadata.row_group(rg).column(col).statistics
+def _chunk_null_count(row_group: Any, col: int) -> int | None:
+    st = row_group.column(col).statistics
     if st is None or not st.has_null_count:
         return None
     return int(st.null_count)
@@ -611,7 +631,10 @@ def _collect(
     num_rows = int(metadata.num_rows)
     cols = _file_columns(metadata)
     legacy = any(k in (metadata.metadata or {}) for k in _LEGACY_KEYS)
-    n_rg = metadata.num_row_groups
+    # parquet-java (Spark's writer) orders NaN above everything in float/double min/max, like Spark;
+    # parquet-cpp (pyarrow) and others leave NaN out, so their max may hide a NaN: never trust it.
+    nan_in_bounds = (metadata.created_by or "").startswith(_NAN_AWARE_WRITERS)
+    row_groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
     out: list[_LeafStats] = []
     for path, f in _leaves(fields):
         target = cols.resolve(path)
@@ -625,30 +648,31 @@ def _collect(
         if num_rows == 0:
             leaf.all_null = True  # Spark's min/max and sum() over no rows are all null
             continue
-        if target in cols.groups:
-            leaf.complex = True
+        if target not in cols.leaves:  # array, map, variant...: a group of Parquet columns; null count only
             # A null array/map writes a null into every one of its leaf columns, so a leaf with no
             # nulls at all proves there is no null array. Otherwise the count needs the data.
             for c in cols.groups[target]:
-                if all(_chunk_null_count(metadata, rg, c) == 0 for rg in range(n_rg)):
+                if all(_chunk_null_count(rg, c) == 0 for rg in row_groups):
                     leaf.null_count = 0
                     break
             continue
         col_idx = cols.leaves[target]
         col_schema = metadata.schema.column(col_idx)
-        counts = [_chunk_null_count(metadata, rg, col_idx) for rg in range(n_rg)]
-        leaf.null_count = sum(counts) if n_rg and all(c is not None for c in counts) else None  # type: ignore[arg-type]
+        counts = [_chunk_null_count(rg, col_idx) for rg in row_groups]
+        leaf.null_count = sum(counts) if all(c is not None for c in counts) else None  # type: ignore[arg-type]
         if not f.has_min_max:
             continue
         t = f.type
+        if t in _FLOATING and not nan_in_bounds:
+            leaf.min_max_known = False
+            continue
         lo: Any = None
         hi: Any = None
         known = True
         rg_bounds: list[tuple[Any, Any]] = []
-        for rg in range(n_rg):
-            chunk = metadata.row_group(rg).column(col_idx)
-            st = chunk.statistics
-            rows = metadata.row_group(rg).num_rows
+        for rg in row_groups:
+            st = rg.column(col_idx).statistics
+            rows = rg.num_rows
             if st is not None and st.has_min_max:
                 try:
                     a = _decode_raw(st.min_raw, col_schema, t, legacy)
@@ -766,8 +790,8 @@ def _data_min_max(values: Any, t: str) -> tuple[Any, Any]:
             hi = _first_zero(values)
         return lo, hi
     if t in ("timestamp", "timestamp_ntz"):
-        if values.type.unit != "us":
-            values = values.cast(pa.timestamp("us", values.type.tz))
+        if not pa.types.is_timestamp(values.type) or values.type.unit != "us":
+            values = values.cast(pa.timestamp("us", getattr(values.type, "tz", None)))  # also date -> ntz
         values = values.cast(pa.int64())
     elif t == "date":
         values = values.cast(pa.int32())
@@ -795,15 +819,19 @@ def _fill_from_data(path: str, metadata: "pq.FileMetaData", leaves: list[_LeafSt
     table = pf.read(columns=tops)
     for leaf in todo:
         assert leaf.target is not None
-        column = table.column(leaf.target[0])
-        values = pa.chunked_array([_navigate(c, leaf.target[1:]) for c in column.chunks])
-        if leaf.null_count is None:
-            leaf.null_count = values.null_count
-        if leaf.field.has_min_max and (leaf.zero_ambiguous or not leaf.min_max_known):
-            leaf.min, leaf.max = _data_min_max(values, leaf.field.type)
-            leaf.min_max_known = True
-            leaf.zero_ambiguous = False
-            leaf.all_null = leaf.min is None
+        try:
+            column = table.column(leaf.target[0])
+            values = pa.chunked_array([_navigate(c, leaf.target[1:]) for c in column.chunks])
+            if leaf.null_count is None:
+                leaf.null_count = values.null_count
+            if leaf.field.has_min_max and (leaf.zero_ambiguous or not leaf.min_max_known):
+                leaf.min, leaf.max = _data_min_max(values, leaf.field.type)
+                leaf.min_max_known = True
+                leaf.zero_ambiguous = False
+                leaf.all_null = leaf.min is None
+        except (pa.ArrowException, KeyError, IndexError, TypeError, ValueError) as exc:
+            # Unexpected layout: leave the value out (unknown), which is always safe for readers.
+            log.warning("stats: cannot read %s from %s (%s); leaving it out", ".".join(leaf.target), path, exc)
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ __all__ = [
     "COLUMNS_TAG",
     "ClusteringSpec",
     "Curve",
+    "add_curve_keys",
     "already_clustered",
     "cluster",
     "hilbert_index",
@@ -313,38 +314,65 @@ def _sample(df: "DataFrame", spec: ClusteringSpec, total_rows: int | None) -> li
     return out
 
 
-def _hilbert_stages(df: "DataFrame", names: list[str], bits: int) -> "DataFrame":
-    """Skilling's AxesToTranspose over columns ``names`` (ints), one projection per step."""
+def _hilbert_columns(df: "DataFrame", id_names: Sequence[str], bits: int) -> tuple["DataFrame", list[str]]:
+    """Add transposed Hilbert coordinates as int columns (their interleaved bits are the Hilbert index)."""
     from pyspark.sql import functions as F
 
-    n = len(names)
-    q = 1 << (bits - 1)
-    while q > 1:
-        p = q - 1
-        for i in range(n):
-            xi, x0 = F.col(names[i]), F.col(names[0])
-            if i == 0:
-                df = df.withColumn(names[0], F.when(x0.bitwiseAND(q) != 0, x0.bitwiseXOR(p)).otherwise(x0))
-                continue
-            t = x0.bitwiseXOR(xi).bitwiseAND(p)
-            cond = xi.bitwiseAND(q) != 0
-            df = df.select(
-                *[c for c in df.columns if c not in (names[0], names[i])],
-                F.when(cond, x0.bitwiseXOR(p)).otherwise(x0.bitwiseXOR(t)).alias(names[0]),
-                F.when(cond, xi).otherwise(xi.bitwiseXOR(t)).alias(names[i]),
+    n = len(id_names)
+    steps = (bits - 1) * n
+    x0, xi = "element_at(x, 1)", f"element_at(x, (k % {n}) + 1)"
+    q = f"shiftleft(1, {bits - 1} - div(k, {n}))"
+    p = f"({q} - 1)"
+    cond = f"(({xi} & {q}) != 0)"
+    t = f"(({x0} ^ {xi}) & {p})"
+    init = "array(" + ", ".join(f"CAST(`{c}` AS INT)" for c in id_names) + ")"
+    undo = (
+        f"aggregate(sequence(0, {steps - 1}), {init}, (x, k) -> transform(x, (v, j) -> "
+        f"CASE WHEN j = 0 THEN (CASE WHEN {cond} THEN {x0} ^ {p} ELSE {x0} ^ {t} END) "
+        f"WHEN j = (k % {n}) THEN (CASE WHEN {cond} THEN v ELSE v ^ {t} END) ELSE v END))"
+        if steps > 0
+        else init
+    )
+    df = df.withColumn("__ddo_hu", F.expr(undo))
+    df = df.withColumn("__ddo_hg", F.expr("transform(__ddo_hu, (v, j) -> aggregate(slice(__ddo_hu, 1, j + 1), 0, (a, e) -> a ^ e))"))
+    fold = (
+        f"aggregate(sequence(1, {max(1, bits - 1)}), 0, (a, s) -> CASE WHEN s < {bits} AND "
+        f"(element_at(__ddo_hg, {n}) & shiftleft(1, s)) != 0 THEN a ^ (shiftleft(1, s) - 1) ELSE a END)"
+    )
+    df = df.withColumn("__ddo_ht", F.expr(fold))
+    names = [f"__ddo_h{i}" for i in range(n)]
+    for i, name in enumerate(names):
+        df = df.withColumn(name, F.expr(f"element_at(__ddo_hg, {i + 1}) ^ __ddo_ht"))
+    return df.drop("__ddo_hu", "__ddo_hg", "__ddo_ht"), names
+
+
+def add_curve_keys(df: "DataFrame", id_names: Sequence[str], spec: ClusteringSpec) -> tuple["DataFrame", list[str]]:
+    """Append the curve key of the int range-id columns ``id_names`` as 62-bit long columns.
+
+    The key bits are the curve's index bits, most significant first, split into chunks of 62 so
+    any number of columns orders correctly when the chunks are compared left to right.
+    """
+    from pyspark.sql import functions as F
+
+    names = list(id_names)
+    bits = spec.bits
+    if spec.effective_curve == "hilbert":
+        if len(names) > MAX_HILBERT_COLUMNS:
+            raise InvalidArgumentError(
+                f"Hilbert clustering takes at most {MAX_HILBERT_COLUMNS} columns, got {len(names)}; use curve='zorder'."
             )
-        q >>= 1
-    for i in range(1, n):
-        df = df.withColumn(names[i], F.col(names[i]).bitwiseXOR(F.col(names[i - 1])))
-    t = F.lit(0)
-    q = 1 << (bits - 1)
-    while q > 1:
-        t = F.when(F.col(names[n - 1]).bitwiseAND(q) != 0, t.bitwiseXOR(q - 1)).otherwise(t)
-        q >>= 1
-    df = df.withColumn("__ddo_t", t)
-    for i in range(n):
-        df = df.withColumn(names[i], F.col(names[i]).bitwiseXOR(F.col("__ddo_t")))
-    return df.drop("__ddo_t")
+        df, names = _hilbert_columns(df, names, bits)
+    seq = [(i, b) for b in range(bits - 1, -1, -1) for i in range(len(names))]
+    key_names = []
+    for k, start in enumerate(range(0, len(seq), 62)):
+        expr = F.lit(0).cast("long")
+        for i, b in seq[start : start + 62]:
+            expr = F.shiftleft(expr, 1).bitwiseOR(F.shiftright(F.col(names[i]), b).bitwiseAND(1).cast("long"))
+        key_names.append(f"__ddo_key{k}")
+        df = df.withColumn(key_names[-1], expr)
+    if names != list(id_names):
+        df = df.drop(*names)
+    return df, key_names
 
 
 def cluster(
@@ -362,18 +390,8 @@ def cluster(
         c = _col(path)
         rid = F.when(c.isNull(), F.lit(0)).otherwise(_bucket_tree(c, bounds, 0, len(bounds))) if bounds else F.lit(0)
         with_ids = with_ids.withColumn(id_names[i], rid.cast("int"))
-    bits = spec.bits
-    if spec.effective_curve == "hilbert":
-        with_ids = _hilbert_stages(with_ids, id_names, bits)
-    seq = [(i, b) for b in range(bits - 1, -1, -1) for i in range(len(id_names))]
-    keys = []
-    for start in range(0, len(seq), 62):
-        expr = F.lit(0).cast("long")
-        for i, b in seq[start : start + 62]:
-            expr = F.shiftleft(expr, 1).bitwiseOR(F.shiftright(F.col(id_names[i]), b).bitwiseAND(1).cast("long"))
-        keys.append(expr)
-    key_names = [f"__ddo_key{k}" for k in range(len(keys))]
-    keyed = with_ids.select(*[F.col(f"`{c}`") for c in data_cols], *[k.alias(n) for k, n in zip(keys, key_names)])
+    keyed, key_names = add_curve_keys(with_ids, id_names, spec)
+    keyed = keyed.select(*[F.col(f"`{c}`") for c in data_cols], *[F.col(n) for n in key_names])
     order = [F.col(n) for n in key_names]
     if spec.add_noise:
         keyed = keyed.withColumn("__ddo_noise", (F.rand() * 255 - 128).cast("byte"))

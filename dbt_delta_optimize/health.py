@@ -1,0 +1,472 @@
+"""Table health: how fragmented a table is, and what OPTIMIZE would do about it now.
+
+Read from one snapshot (no data is read): files and bytes per partition, small files against
+the thresholds OPTIMIZE and auto compaction use, a log2 file-size histogram, the Z-order state
+of each partition (from the tags our Z-order writes), and OPTIMIZE's dry-run plan. A second
+version (``compare_version``) gives a before/after view, e.g. around a compaction.
+``render_html`` turns the report into one self-contained page (inline SVG pictures, no assets).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import importlib.util
+import json
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from .config import MiB, OptimizeConfig, format_size, parse_size
+from .zorder import COLUMNS_TAG, CURVE_TAG
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .snapshot import Snapshot
+
+__all__ = [
+    "AUTO_COMPACT_MAX_FILE_SIZE",
+    "health_report",
+    "histogram",
+    "histogram_svg",
+    "render_html",
+    "svg_data_uri",
+]
+
+#: delta-spark's spark.databricks.delta.autoCompact.maxFileSize default; minFileSize defaults to half.
+AUTO_COMPACT_MAX_FILE_SIZE = 128 * MiB
+AUTO_COMPACT_PREFIX = "spark.databricks.delta.autoCompact."
+
+
+# --------------------------------------------------------------------------- numbers
+def _bucket(size: int) -> int:
+    return max(0, int(size).bit_length() - 1)
+
+
+def histogram(sizes: Iterable[int]) -> list[dict[str, Any]]:
+    """log2 buckets [2^k, 2^(k+1)) of file sizes, contiguous from the smallest to the largest file."""
+    sizes = list(sizes)
+    if not sizes:
+        return []
+    counts: dict[int, list[int]] = {}
+    for s in sizes:
+        counts.setdefault(_bucket(s), []).append(s)
+    lo, hi = min(counts), max(counts)
+    return [
+        {
+            "log2": k,
+            "lower": 0 if k == 0 else 2**k,
+            "upper": 2 ** (k + 1),
+            "label": f"{format_size(2**k)}",
+            "files": len(counts.get(k, ())),
+            "bytes": sum(counts.get(k, ())),
+        }
+        for k in range(lo, hi + 1)
+    ]
+
+
+def _label(columns: Sequence[str], key: Sequence[str | None]) -> str:
+    return ", ".join(f"{c}={'null' if v is None else v}" for c, v in zip(columns, key)) or "(unpartitioned)"
+
+
+def _zorder_state(files: Sequence[Any]) -> dict[str, Any]:
+    tagged = [f for f in files if COLUMNS_TAG in f.tags]
+    columns = sorted({f.tags[COLUMNS_TAG] for f in tagged})
+    parsed = []
+    for c in columns:
+        try:
+            parsed.append(json.loads(c))
+        except ValueError:
+            parsed.append(c)
+    return {
+        "state": "none" if not tagged else ("all" if len(tagged) == len(files) else "some"),
+        "taggedFiles": len(tagged),
+        "clusteredBy": parsed,
+        "curves": sorted({f.tags.get(CURVE_TAG) for f in tagged if f.tags.get(CURVE_TAG)}),
+    }
+
+
+def _layout(snapshot: "Snapshot", min_size: int, ac_min_size: int) -> dict[str, Any]:
+    """Everything about one snapshot that needs no planner: per partition files, sizes, small files, Z-order."""
+    from .snapshot import partition_key
+
+    cols = snapshot.partition_columns
+    groups: dict[tuple, list[Any]] = {}
+    for f in snapshot.files:
+        groups.setdefault(partition_key(f.partition_values, cols), []).append(f)
+    partitions = []
+    for key, files in sorted(groups.items(), key=lambda kv: tuple((v is None, v or "") for v in kv[0])):
+        sizes = sorted(f.size for f in files)
+        partitions.append(
+            {
+                "partition": _label(cols, key),
+                "partitionValues": dict(zip(cols, key)),
+                "numFiles": len(files),
+                "sizeBytes": sum(sizes),
+                "minFileSize": sizes[0],
+                "maxFileSize": sizes[-1],
+                "avgFileSize": sum(sizes) / len(sizes),
+                "smallFiles": {
+                    "optimize": sum(1 for s in sizes if s < min_size),
+                    "autoCompact": sum(1 for s in sizes if s < ac_min_size),
+                },
+                "zOrder": _zorder_state(files),
+                "histogram": histogram(sizes),
+            }
+        )
+    all_sizes = [f.size for f in snapshot.files]
+    states = [p["zOrder"]["state"] for p in partitions]
+    return {
+        "table": snapshot.location,
+        "version": snapshot.version,
+        "partitionColumns": list(cols),
+        "numFiles": len(all_sizes),
+        "sizeBytes": sum(all_sizes),
+        "numPartitions": len(partitions),
+        "avgFileSize": (sum(all_sizes) / len(all_sizes)) if all_sizes else 0,
+        "smallFiles": {
+            "optimize": sum(1 for s in all_sizes if s < min_size),
+            "autoCompact": sum(1 for s in all_sizes if s < ac_min_size),
+        },
+        "smallBytes": {
+            "optimize": sum(s for s in all_sizes if s < min_size),
+            "autoCompact": sum(s for s in all_sizes if s < ac_min_size),
+        },
+        "histogram": histogram(all_sizes),
+        "zOrder": {s: states.count(s) for s in ("all", "some", "none")},
+        "partitions": partitions,
+    }
+
+
+def _auto_compact(snapshot: "Snapshot", thresholds: Mapping[str, int]) -> Any:
+    """What auto compaction would do. Placeholder: None until dbt_delta_optimize.autocompact exists."""
+    if importlib.util.find_spec(f"{__package__}.autocompact") is None:
+        return None
+    try:
+        module = importlib.import_module(f"{__package__}.autocompact")
+        fn = getattr(module, "plan_auto_compact", None)
+        if fn is None:
+            return None
+        plan = fn(snapshot, min_file_size=thresholds["autoCompactMinFileSize"], max_file_size=thresholds["autoCompactMaxFileSize"])
+        return plan.to_dict() if hasattr(plan, "to_dict") else plan
+    except Exception as exc:  # a report must not fail on an optional section
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def health_report(
+    table: str,
+    *,
+    spark: "SparkSession | None" = None,
+    compare_version: int | None = None,
+    min_file_size: int | str | None = None,
+    max_file_size: int | str | None = None,
+    auto_compact_min_file_size: int | str | None = None,
+    auto_compact_max_file_size: int | str | None = None,
+) -> dict[str, Any]:
+    """Health of ``table`` at its latest version (optionally with ``compare_version`` as "before").
+
+    Thresholds: explicit argument > Spark session conf (when ``spark`` is given) > delta-spark's
+    defaults (optimize.minFileSize 1 GiB; autoCompact.minFileSize = autoCompact.maxFileSize / 2 = 64 MiB).
+    With ``spark`` the plan is OPTIMIZE's own dry run; without, the pure planner over all partitions.
+    """
+    from .planner import plan_optimize
+    from .snapshot import load_snapshot
+
+    get_conf = None
+    location = table
+    if spark is not None:
+        from .spark import conf_getter, resolve_table
+
+        get_conf = conf_getter(spark)
+        location = resolve_table(table, spark)
+    overrides = {k: v for k, v in (("min_file_size", min_file_size), ("max_file_size", max_file_size)) if v is not None}
+    config = OptimizeConfig.resolve(get_conf, overrides)
+    ac_max = auto_compact_max_file_size
+    if ac_max is None and get_conf is not None:
+        ac_max = get_conf(AUTO_COMPACT_PREFIX + "maxFileSize")
+    ac_max_n = parse_size(ac_max, key="autoCompact.maxFileSize") if ac_max is not None else AUTO_COMPACT_MAX_FILE_SIZE
+    ac_min = auto_compact_min_file_size
+    if ac_min is None and get_conf is not None:
+        ac_min = get_conf(AUTO_COMPACT_PREFIX + "minFileSize")
+    ac_min_n = parse_size(ac_min, key="autoCompact.minFileSize") if ac_min is not None else ac_max_n // 2
+    thresholds = {
+        "optimizeMinFileSize": config.min_file_size,
+        "optimizeMaxFileSize": config.max_file_size,
+        "autoCompactMinFileSize": ac_min_n,
+        "autoCompactMaxFileSize": ac_max_n,
+    }
+
+    snapshot = load_snapshot(location)
+    report = _layout(snapshot, config.min_file_size, ac_min_n)
+    report["generatedAt"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    report["thresholds"] = thresholds
+    if spark is not None:
+        from .executor import optimize
+
+        report["optimize"] = optimize(spark, snapshot.location, dry_run=True, **overrides).to_dict()
+        report["optimizeSource"] = "optimize(dry_run=True)"
+    else:
+        plan = plan_optimize(snapshot.files, snapshot.partition_columns, config, read_version=snapshot.version)
+        report["optimize"] = plan.to_dict()
+        report["optimizeSource"] = "planner"
+    report["autoCompact"] = _auto_compact(snapshot, thresholds)
+    report["compare"] = None
+    if compare_version is not None:
+        before = load_snapshot(snapshot.location, compare_version)
+        report["compare"] = _layout(before, config.min_file_size, ac_min_n)
+    return report
+
+
+# --------------------------------------------------------------------------- pictures
+_BLUE, _ORANGE, _GREY = "#3b6ea8", "#e08a2c", "#666"
+
+
+def _esc(s: Any) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def histogram_svg(
+    series: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+    title: str,
+    *,
+    value: str = "files",
+    width: int = 720,
+    height: int = 260,
+) -> str:
+    """Grouped bar chart of log2 histograms (one series per version), as a standalone SVG document."""
+    ks = sorted({b["log2"] for _, buckets in series for b in buckets})
+    if ks:
+        ks = list(range(ks[0], ks[-1] + 1))
+    counts = [{b["log2"]: b[value] for b in buckets} for _, buckets in series]
+    top = max([c.get(k, 0) for c in counts for k in ks] + [1])
+    left, right, foot = 48, 12, 46
+    head = 52 if len(series) > 1 else 34  # room for the legend under the title
+    plot_w, plot_h = width - left - right, height - head - foot
+    n_series = max(1, len(series))
+    slot = plot_w / max(1, len(ks))
+    bar = min(56.0, max(1.0, (slot * 0.8) / n_series))
+    pad = (slot - bar * n_series) / 2  # centre each bucket's group of bars
+    colors = [_BLUE, _ORANGE, "#5a9e4b", "#9b59b6"]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="#fff"/>',
+        f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>',
+        f'<line x1="{left}" y1="{head + plot_h}" x2="{width - right}" y2="{head + plot_h}" stroke="{_GREY}"/>',
+        f'<line x1="{left}" y1="{head}" x2="{left}" y2="{head + plot_h}" stroke="{_GREY}"/>',
+        f'<text x="{left - 4}" y="{head + 4}" text-anchor="end">{top}</text>',
+        f'<text x="{left - 4}" y="{head + plot_h}" text-anchor="end">0</text>',
+    ]
+    for i, k in enumerate(ks):
+        x0 = left + i * slot + pad
+        for j, c in enumerate(counts):
+            v = c.get(k, 0)
+            h = plot_h * v / top
+            x = x0 + j * bar
+            parts.append(
+                f'<rect x="{x:.1f}" y="{head + plot_h - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
+                f'fill="{colors[j % len(colors)]}"><title>{_esc(series[j][0])}: {v} {value} in '
+                f"[{_esc(format_size(2**k))}, {_esc(format_size(2 ** (k + 1)))})</title></rect>"
+            )
+            if v:
+                parts.append(f'<text x="{x + bar / 2:.1f}" y="{head + plot_h - h - 3:.1f}" text-anchor="middle">{v}</text>')
+        if len(ks) <= 16 or i % 2 == 0:
+            parts.append(
+                f'<text x="{left + (i + 0.5) * slot:.1f}" y="{head + plot_h + 14}" text-anchor="middle">'
+                f"{_esc(format_size(2**k))}</text>"
+            )
+    parts.append(
+        f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" fill="{_GREY}">'
+        f"file size (log2 buckets, lower bound); bar = number of {value}</text>"
+    )
+    if len(series) > 1:
+        for j, (name, _) in enumerate(series):
+            x = left + j * 170
+            parts.append(f'<rect x="{x}" y="27" width="10" height="10" fill="{colors[j % len(colors)]}"/>')
+            parts.append(f'<text x="{x + 14}" y="36">{_esc(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _partition_bars_svg(partitions: Sequence[Mapping[str, Any]], title: str, width: int = 720) -> str:
+    """Horizontal bars per partition: files, split into small (optimize candidates) and the rest."""
+    rows = list(partitions)[:60]
+    height = 40 + 18 * max(1, len(rows))
+    top = max([p["numFiles"] for p in rows] + [1])
+    left, right = 200, 60
+    plot_w = width - left - right
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="#fff"/>',
+        f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>',
+    ]
+    for i, p in enumerate(rows):
+        y = 28 + i * 18
+        small = p["smallFiles"]["optimize"]
+        w_small = plot_w * small / top
+        w_rest = plot_w * (p["numFiles"] - small) / top
+        label = p["partition"] if len(p["partition"]) <= 30 else p["partition"][:29] + "…"
+        parts += [
+            f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">{_esc(label)}</text>',
+            f'<rect x="{left}" y="{y}" width="{w_small:.1f}" height="14" fill="{_ORANGE}"><title>{small} small files</title></rect>',
+            f'<rect x="{left + w_small:.1f}" y="{y}" width="{w_rest:.1f}" height="14" fill="{_BLUE}"/>',
+            f'<text x="{left + w_small + w_rest + 4:.1f}" y="{y + 11}">{p["numFiles"]}</text>',
+        ]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def svg_data_uri(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+
+
+def _img(svg: str, alt: str) -> str:
+    return f'<img alt="{_esc(alt)}" src="{svg_data_uri(svg)}">'
+
+
+# --------------------------------------------------------------------------- HTML
+_CSS = """
+body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}
+table{border-collapse:collapse;margin:8px 0 16px}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th:first-child,td:first-child{text-align:left}
+th{background:#f2f2f2}
+.delta-neg{color:#2a7a2a}.delta-pos{color:#a82a2a}
+code{background:#f5f5f5;padding:1px 3px}
+"""
+
+
+def _size(n: Any) -> str:
+    return format_size(n) if isinstance(n, (int, float)) else "-"
+
+
+def _summary_rows(r: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    return [
+        ("files", r["numFiles"], str(r["numFiles"])),
+        ("size", r["sizeBytes"], f"{_size(r['sizeBytes'])} ({r['sizeBytes']} B)"),
+        ("partitions", r["numPartitions"], str(r["numPartitions"])),
+        ("average file size", r["avgFileSize"], _size(r["avgFileSize"])),
+        ("small files (optimize)", r["smallFiles"]["optimize"], str(r["smallFiles"]["optimize"])),
+        ("small files (auto compaction)", r["smallFiles"]["autoCompact"], str(r["smallFiles"]["autoCompact"])),
+    ]
+
+
+def _delta_cell(before: Any, after: Any) -> str:
+    try:
+        d = after - before
+    except TypeError:
+        return "<td></td>"
+    cls = "delta-neg" if d < 0 else ("delta-pos" if d > 0 else "")
+    text = f"{d:+.0f}" if isinstance(d, float) else f"{d:+d}"
+    return f'<td class="{cls}">{text}</td>'
+
+
+def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any] | None = None) -> str:
+    """Write the report as one self-contained HTML page (pictures are inline base64 SVG); returns ``path``.
+
+    ``compare`` (default: the report's own ``compare`` section) is shown as "before", the report as "after".
+    """
+    compare = compare if compare is not None else report.get("compare")
+    th = report.get("thresholds") or {}
+    title = f"Delta table health: {report['table']}"
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{_esc(title)}</h1>",
+        f"<p>version <b>{report['version']}</b>, partitioned by "
+        f"<code>{_esc(', '.join(report['partitionColumns']) or 'nothing')}</code>; generated {_esc(report.get('generatedAt', ''))}</p>",
+        "<h2>Summary</h2>",
+    ]
+    if compare is not None:
+        out.append(
+            f'<table id="summary"><tr><th></th><th>before (version {compare["version"]})</th>'
+            f'<th>after (version {report["version"]})</th><th>change</th></tr>'
+        )
+        for (name, bv, btxt), (_, av, atxt) in zip(_summary_rows(compare), _summary_rows(report)):
+            out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(btxt)}</td><td>{_esc(atxt)}</td>{_delta_cell(bv, av)}</tr>")
+    else:
+        out.append('<table id="summary"><tr><th></th><th>value</th></tr>')
+        for name, _, txt in _summary_rows(report):
+            out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(txt)}</td></tr>")
+    out.append("</table>")
+    if th:
+        out.append(
+            "<p>Thresholds: optimize.minFileSize "
+            f"<b>{_esc(_size(th.get('optimizeMinFileSize')))}</b>, optimize.maxFileSize "
+            f"<b>{_esc(_size(th.get('optimizeMaxFileSize')))}</b>, autoCompact.minFileSize "
+            f"<b>{_esc(_size(th.get('autoCompactMinFileSize')))}</b>, autoCompact.maxFileSize "
+            f"<b>{_esc(_size(th.get('autoCompactMaxFileSize')))}</b> (small = strictly below minFileSize).</p>"
+        )
+
+    out.append("<h2>File sizes</h2>")
+    series = []
+    if compare is not None:
+        series.append((f"before (v{compare['version']})", compare["histogram"]))
+        series.append((f"after (v{report['version']})", report["histogram"]))
+    else:
+        series.append((f"version {report['version']}", report["histogram"]))
+    out.append(_img(histogram_svg(series, "Files per size bucket"), "file-size histogram (files)"))
+    out.append(_img(histogram_svg(series, "Bytes per size bucket", value="bytes"), "file-size histogram (bytes)"))
+    out.append('<table id="histogram"><tr><th>bucket</th>')
+    out += [f"<th>{_esc(name)} files</th>" for name, _ in series]
+    out.append("</tr>")
+    ks = sorted({b["log2"] for _, bs in series for b in bs})
+    for k in ks:
+        cells = "".join(f"<td>{next((b['files'] for b in bs if b['log2'] == k), 0)}</td>" for _, bs in series)
+        out.append(f"<tr><td>[{_esc(format_size(2**k))}, {_esc(format_size(2 ** (k + 1)))})</td>{cells}</tr>")
+    out.append("</table>")
+
+    out.append("<h2>Partitions</h2>")
+    if report["partitions"]:
+        out.append(_img(_partition_bars_svg(report["partitions"], "Files per partition (orange: small files)"), "files per partition"))
+    before_parts = {p["partition"]: p for p in (compare or {}).get("partitions", [])}
+    head = "<tr><th>partition</th>"
+    if compare is not None:
+        head += "<th>files before</th>"
+    head += "<th>files</th><th>size</th><th>avg file</th><th>small (optimize)</th><th>small (auto compaction)</th><th>Z-order</th></tr>"
+    out.append(f'<table id="partitions">{head}')
+    for p in report["partitions"]:
+        z = p["zOrder"]
+        zt = z["state"] + (f" ({', '.join(map(str, z['clusteredBy']))})" if z["clusteredBy"] else "")
+        before_cell = ""
+        if compare is not None:
+            b = before_parts.get(p["partition"])
+            before_cell = f"<td>{b['numFiles'] if b else 0}</td>"
+        out.append(
+            f"<tr><td>{_esc(p['partition'])}</td>{before_cell}<td>{p['numFiles']}</td><td>{_esc(_size(p['sizeBytes']))}</td>"
+            f"<td>{_esc(_size(p['avgFileSize']))}</td><td>{p['smallFiles']['optimize']}</td>"
+            f"<td>{p['smallFiles']['autoCompact']}</td><td>{_esc(zt)}</td></tr>"
+        )
+    out.append("</table>")
+    zc = report.get("zOrder") or {}
+    out.append(
+        f"<p>Z-order state: {zc.get('all', 0)} partition(s) fully clustered, {zc.get('some', 0)} partly, "
+        f"{zc.get('none', 0)} not clustered (from the <code>{_esc(COLUMNS_TAG)}</code> file tags).</p>"
+    )
+
+    plan = report.get("optimize")
+    out.append("<h2>What OPTIMIZE would do now</h2>")
+    if plan:
+        out.append(
+            f"<p>{plan['numBins']} bin(s) in {plan['partitions']} partition(s): rewrite {plan['filesToRewrite']} of "
+            f"{plan['consideredFiles']} file(s), {_esc(_size(plan['bytesToRewrite']))} "
+            f"(source: {_esc(report.get('optimizeSource', ''))}).</p>"
+        )
+        if plan["bins"]:
+            out.append('<table id="plan"><tr><th>partition</th><th>files</th><th>bytes</th></tr>')
+            for b in plan["bins"][:200]:
+                pv = ", ".join(f"{k}={'null' if v is None else v}" for k, v in b["partitionValues"].items()) or "(unpartitioned)"
+                out.append(f"<tr><td>{_esc(pv)}</td><td>{b['files']}</td><td>{_esc(_size(b['bytes']))}</td></tr>")
+            out.append("</table>")
+    out.append("<h2>What auto compaction would do</h2>")
+    ac = report.get("autoCompact")
+    if ac is None:
+        out.append("<p><i>Not available yet (no auto-compaction planner in this version).</i></p>")
+    else:
+        out.append(f"<pre>{_esc(json.dumps(ac, indent=2, default=str))}</pre>")
+    out.append("</body></html>")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(out))
+    return path

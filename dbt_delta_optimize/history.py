@@ -1,0 +1,143 @@
+"""Recent commits of a table, with OPTIMIZE metrics of every engine in one shape.
+
+delta-spark (and we) write string metrics named numAddedFiles/numAddedBytes/...; delta-rs writes
+numbers named numFilesAdded with sizes inside JSON strings (filesAdded.totalSize). A user comparing
+compactions by different engines on one table wants one set of columns, so each entry carries:
+version, timestamp, operation, engine, auto, filesAdded, filesRemoved, bytesAdded, bytesRemoved,
+predicate and zOrderBy. Counts the metrics do not give are taken from the commit's actions.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from typing import Any, Mapping, Sequence
+
+from .actions import ADD, COMMIT_INFO, REMOVE
+from .errors import InvalidArgumentError
+from .storage import table_uri
+from .validate import DELTA_RS, commit_engine
+
+__all__ = ["history", "normalize_commit"]
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _json(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return None
+    return v
+
+
+def _string_list(v: Any) -> list[str] | None:
+    """delta-spark's '["a","b"]' parameters as a list; a plain non-JSON string as a one-item list."""
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return [str(x) for x in v]
+    parsed = _json(v)
+    if isinstance(parsed, list):
+        return [str(x) for x in parsed]
+    return [str(v)] if str(v).strip() else []
+
+
+def _bool(v: Any) -> bool:
+    return v is True or (isinstance(v, str) and v.strip().lower() == "true")
+
+
+def normalize_commit(version: int, actions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One history entry from a commit's raw actions (commitInfo metrics first, actions as fallback)."""
+    info = next((a[COMMIT_INFO] for a in actions if COMMIT_INFO in a), None) or {}
+    adds = [a[ADD] for a in actions if ADD in a]
+    removes = [a[REMOVE] for a in actions if REMOVE in a]
+    params = info.get("operationParameters") if isinstance(info.get("operationParameters"), Mapping) else {}
+    metrics = info.get("operationMetrics") if isinstance(info.get("operationMetrics"), Mapping) else {}
+    engine = commit_engine(info) if info else "other"
+    operation = info.get("operation")
+
+    files_added = files_removed = bytes_added = bytes_removed = None
+    if engine == DELTA_RS or "numFilesAdded" in metrics:
+        files_added, files_removed = _int(metrics.get("numFilesAdded")), _int(metrics.get("numFilesRemoved"))
+        fa, fr = _json(metrics.get("filesAdded")), _json(metrics.get("filesRemoved"))
+        bytes_added = _int(fa.get("totalSize")) if isinstance(fa, Mapping) else None
+        bytes_removed = _int(fr.get("totalSize")) if isinstance(fr, Mapping) else None
+    if operation == "OPTIMIZE" or "numAddedFiles" in metrics:
+        files_added = files_added if files_added is not None else _int(metrics.get("numAddedFiles"))
+        files_removed = files_removed if files_removed is not None else _int(metrics.get("numRemovedFiles"))
+        bytes_added = bytes_added if bytes_added is not None else _int(metrics.get("numAddedBytes"))
+        bytes_removed = bytes_removed if bytes_removed is not None else _int(metrics.get("numRemovedBytes"))
+    # Fallback (metrics disabled, other operations): count the actions themselves.
+    if files_added is None:
+        files_added = len(adds)
+    if files_removed is None:
+        files_removed = len(removes)
+    if bytes_added is None:
+        bytes_added = sum(_int(a.get("size")) or 0 for a in adds)
+    if bytes_removed is None:
+        sizes = [_int(r.get("size")) for r in removes]
+        bytes_removed = sum(sizes) if all(s is not None for s in sizes) else None
+
+    zorder = _string_list(params.get("zOrderBy"))
+    ts = _int(info.get("inCommitTimestamp")) or _int(info.get("timestamp"))
+    return {
+        "version": version,
+        "timestamp": ts,
+        "time": (
+            datetime.datetime.fromtimestamp(ts / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+            if ts is not None
+            else None
+        ),
+        "operation": operation,
+        "engine": engine,
+        "engineInfo": info.get("engineInfo") or info.get("clientVersion"),
+        "readVersion": _int(info.get("readVersion")),
+        "auto": _bool(params.get("auto")),
+        "filesAdded": files_added,
+        "filesRemoved": files_removed,
+        "bytesAdded": bytes_added,
+        "bytesRemoved": bytes_removed,
+        "predicate": _string_list(params.get("predicate")),
+        "zOrderBy": zorder,
+        # delta-rs records no Z-order columns, only that its planner ran a Z-order.
+        "zOrder": bool(zorder) or metrics.get("plannerStrategy") == "zOrder",
+        "dataChange": any(a.get("dataChange", True) is not False for a in adds + removes),
+    }
+
+
+def history(table: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The ``limit`` most recent commits, newest first, normalised (see the module doc).
+
+    Versions whose log entry was cleaned up are skipped (as deltalake's history does).
+    """
+    from .snapshot import latest_version, read_commit
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}.")
+    root = table_uri(table)
+    latest = latest_version(root)
+    out: list[dict[str, Any]] = []
+    log_dir = os.path.join(root, "_delta_log")
+    for v in range(latest, -1, -1):
+        if len(out) >= limit:
+            break
+        if not os.path.exists(os.path.join(log_dir, f"{v:020d}.json")):
+            break  # older entries were cleaned up (only checkpoints remain)
+        out.append(normalize_commit(v, read_commit(root, v)))
+    return out

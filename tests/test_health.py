@@ -1,0 +1,272 @@
+"""Health report: numbers checked against delta-rs's own view of the snapshot (get_add_actions), the
+plan against OPTIMIZE's dry run, and the HTML page's pictures decoded back to SVG."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+import click
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable, write_deltalake
+
+from dbt_delta_optimize.cli_inspect import health, history, validate
+from dbt_delta_optimize.errors import TableNotFoundError
+from dbt_delta_optimize.health import health_report, histogram, render_html
+from dbt_delta_optimize.zorder import COLUMNS_TAG, CURVE_TAG
+
+CLI = click.Group(commands=[validate, health, history])
+SVG = "{http://www.w3.org/2000/svg}svg"
+IMG_RE = re.compile(r'<img alt="([^"]*)" src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)">')
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(CLI, list(args), catch_exceptions=False)
+
+
+def _rows(part: str, n: int, start: int = 0) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({"id": ids, "part": [part] * n, "payload": [f"{part}-{i:08d}-{(i * 7919) % 100003}" for i in ids]})
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """delta-rs table: part=a 4 small + 1 larger file, part=b 2 small, part=c 1 larger (versions 0..7)."""
+    p = str(tmp_path_factory.mktemp("health") / "t")
+    for i in range(4):
+        write_deltalake(p, _rows("a", 5, i * 5), partition_by=["part"], mode="append")
+    write_deltalake(p, _rows("a", 3000, 100), partition_by=["part"], mode="append")
+    for i in range(2):
+        write_deltalake(p, _rows("b", 5, i * 5), partition_by=["part"], mode="append")
+    write_deltalake(p, _rows("c", 3000), partition_by=["part"], mode="append")
+    return p
+
+
+@pytest.fixture
+def table(template, tmp_path):
+    p = str(tmp_path / "t")
+    shutil.copytree(template, p)
+    return p
+
+
+def expected_layout(path: str, version: int | None = None) -> dict[str, list[int]]:
+    """Partition label -> file sizes, from delta-rs (not from our snapshot reader)."""
+    t = pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True)).to_pylist()
+    out: dict[str, list[int]] = defaultdict(list)
+    for row in t:
+        out[f"part={row['partition.part']}"].append(row["size_bytes"])
+    return dict(out)
+
+
+def sizes_threshold(path: str) -> int:
+    """A threshold between the small and the larger files."""
+    sizes = sorted(s for v in expected_layout(path).values() for s in v)
+    assert sizes[-1] > 4 * sizes[0]
+    return (sizes[0] + sizes[-1]) // 2
+
+
+def check_numbers(report: dict, layout: dict[str, list[int]], small: int, ac_small: int) -> None:
+    assert report["numFiles"] == sum(len(v) for v in layout.values())
+    assert report["sizeBytes"] == sum(sum(v) for v in layout.values())
+    assert report["numPartitions"] == len(layout)
+    assert report["smallFiles"] == {
+        "optimize": sum(1 for v in layout.values() for s in v if s < small),
+        "autoCompact": sum(1 for v in layout.values() for s in v if s < ac_small),
+    }
+    got = {p["partition"]: p for p in report["partitions"]}
+    assert set(got) == set(layout)
+    for label, sizes in layout.items():
+        p = got[label]
+        assert (p["numFiles"], p["sizeBytes"], p["minFileSize"], p["maxFileSize"]) == (
+            len(sizes), sum(sizes), min(sizes), max(sizes))
+        assert p["smallFiles"] == {"optimize": sum(s < small for s in sizes), "autoCompact": sum(s < ac_small for s in sizes)}
+        assert sum(b["files"] for b in p["histogram"]) == len(sizes)
+    all_sizes = [s for v in layout.values() for s in v]
+    hist = report["histogram"]
+    assert sum(b["files"] for b in hist) == len(all_sizes) and sum(b["bytes"] for b in hist) == sum(all_sizes)
+    for s in all_sizes:
+        (b,) = [b for b in hist if b["lower"] <= s < b["upper"]]
+        assert b["files"] >= 1
+    assert [b["log2"] for b in hist] == list(range(hist[0]["log2"], hist[-1]["log2"] + 1))
+
+
+def decoded_images(page: str) -> list[tuple[str, ET.Element]]:
+    out = []
+    for alt, b64 in IMG_RE.findall(page):
+        root = ET.fromstring(base64.b64decode(b64, validate=True).decode("utf-8"))
+        assert root.tag == SVG
+        out.append((alt, root))
+    return out
+
+
+def bar_values(svg: ET.Element, series: str) -> int:
+    """Sum of the bar values a histogram picture shows for one series (from the bars' tooltips)."""
+    total = 0
+    for title in svg.iter("{http://www.w3.org/2000/svg}title"):
+        m = re.match(rf"{re.escape(series)}: (\d+) ", title.text or "")
+        if m:
+            total += int(m.group(1))
+    return total
+
+
+# --------------------------------------------------------------------------- tests
+def test_histogram_buckets():
+    h = histogram([1000, 1023, 1024, 5000])
+    assert [(b["log2"], b["files"]) for b in h] == [(9, 2), (10, 1), (11, 0), (12, 1)]
+    assert h[0]["lower"] == 512 and h[0]["upper"] == 1024
+    assert histogram([]) == []
+    assert histogram([0, 1])[0]["files"] == 2
+
+
+@pytest.mark.parametrize("which", ["tiny", "middle", "huge"])
+def test_numbers_match_the_snapshot(table, which):
+    layout = expected_layout(table)
+    small = {"tiny": 1, "middle": sizes_threshold(table), "huge": 10**9}[which]
+    ac_small = 3 * small // 4 or 1
+    r = health_report(table, min_file_size=small, auto_compact_min_file_size=ac_small)
+    assert (r["table"], r["version"], r["partitionColumns"]) == (table, 7, ["part"])
+    assert r["thresholds"]["optimizeMinFileSize"] == small and r["thresholds"]["autoCompactMinFileSize"] == ac_small
+    check_numbers(r, layout, small, ac_small)
+    assert r["autoCompact"] is None and r["compare"] is None
+    json.dumps(r)
+
+
+def test_default_thresholds_are_delta_sparks(table):
+    r = health_report(table)
+    assert r["thresholds"] == {
+        "optimizeMinFileSize": 1024**3,
+        "optimizeMaxFileSize": 1024**3,
+        "autoCompactMinFileSize": 64 * 1024**2,
+        "autoCompactMaxFileSize": 128 * 1024**2,
+    }
+    assert r["smallFiles"] == {"optimize": 8, "autoCompact": 8}
+    # OPTIMIZE would compact every partition with more than one file: a (5 files) and b (2).
+    plan = r["optimize"]
+    assert (plan["numBins"], plan["filesToRewrite"], plan["partitions"]) == (2, 7, 2)
+    assert r["optimizeSource"] == "planner"
+    r = health_report(table, auto_compact_max_file_size="1k")
+    assert r["thresholds"]["autoCompactMinFileSize"] == 512
+
+
+def _plan_key(plan: dict) -> set:
+    return {(json.dumps(b["partitionValues"], sort_keys=True), tuple(sorted(b["paths"]))) for b in plan["bins"]}
+
+
+def test_plan_is_optimizes_dry_run(spark, table):
+    from dbt_delta_optimize.executor import optimize
+
+    small = sizes_threshold(table)
+    dry = optimize(spark, table, dry_run=True, min_file_size=small).to_dict()
+    with_spark = health_report(table, spark=spark, min_file_size=small)
+    without = health_report(table, min_file_size=small)
+    assert with_spark["optimize"] == dry and with_spark["optimizeSource"] == "optimize(dry_run=True)"
+    assert _plan_key(without["optimize"]) == _plan_key(dry)
+    assert (dry["numBins"], dry["filesToRewrite"]) == (2, 6)  # a's 4 small files, b's 2; not a's larger one
+
+    spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(small))
+    spark.conf.set("spark.databricks.delta.autoCompact.maxFileSize", "4096")
+    try:
+        r = health_report(table, spark=spark)
+    finally:
+        spark.conf.unset("spark.databricks.delta.optimize.minFileSize")
+        spark.conf.unset("spark.databricks.delta.autoCompact.maxFileSize")
+    assert r["thresholds"]["optimizeMinFileSize"] == small
+    assert r["thresholds"]["autoCompactMinFileSize"] == 2048 and r["thresholds"]["autoCompactMaxFileSize"] == 4096
+    check_numbers(r, expected_layout(table), small, 2048)
+    assert r["optimize"] == dry
+
+
+def _tag(path: str, paths: set[str]) -> None:
+    """Tag the add actions of ``paths`` as Z-ordered by our writer (edits the log in place)."""
+    log = os.path.join(path, "_delta_log")
+    for name in sorted(os.listdir(log)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(log, name)) as fh:
+            actions = [json.loads(line) for line in fh if line.strip()]
+        for a in actions:
+            if "add" in a and a["add"]["path"] in paths:
+                a["add"]["tags"] = {COLUMNS_TAG: json.dumps(["id"]), CURVE_TAG: "zorder"}
+        with open(os.path.join(log, name), "w") as fh:
+            fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+def test_zorder_state_per_partition(table):
+    files = pa.table(DeltaTable(table).get_add_actions(flatten=True)).to_pylist()
+    by_part = defaultdict(list)
+    for f in files:
+        by_part[f["partition.part"]].append(f["path"])
+    _tag(table, {by_part["c"][0], by_part["a"][0]})
+    r = health_report(table)
+    z = {p["partition"]: p["zOrder"] for p in r["partitions"]}
+    assert z["part=c"] == {"state": "all", "taggedFiles": 1, "clusteredBy": [["id"]], "curves": ["zorder"]}
+    assert z["part=a"]["state"] == "some" and z["part=a"]["taggedFiles"] == 1
+    assert z["part=b"] == {"state": "none", "taggedFiles": 0, "clusteredBy": [], "curves": []}
+    assert r["zOrder"] == {"all": 1, "some": 1, "none": 1}
+
+
+def test_html_page_pictures_decode_and_show_the_numbers(table, tmp_path):
+    small = sizes_threshold(table)
+    r = health_report(table, min_file_size=small)
+    out = render_html(r, str(tmp_path / "health.html"))
+    page = open(out, encoding="utf-8").read()
+    assert page.startswith("<!DOCTYPE html>") and "</html>" in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # self-contained
+    images = decoded_images(page)
+    assert len(images) == 3 and len(IMG_RE.findall(page)) == page.count("<img ")
+    (files_svg,) = [svg for alt, svg in images if alt == "file-size histogram (files)"]
+    (bytes_svg,) = [svg for alt, svg in images if alt == "file-size histogram (bytes)"]
+    assert bar_values(files_svg, f"version {r['version']}") == r["numFiles"]
+    assert bar_values(bytes_svg, f"version {r['version']}") == r["sizeBytes"]
+    for p in r["partitions"]:
+        assert f"<td>{p['partition']}</td><td>{p['numFiles']}</td>" in page
+    assert f"<td>small files (optimize)</td><td>{r['smallFiles']['optimize']}</td>" in page
+    assert "Not available yet" in page  # auto compaction placeholder
+
+
+def test_compare_version_shows_before_and_after(table, tmp_path):
+    before_layout = expected_layout(table)
+    DeltaTable(table).optimize.compact()
+    after_layout = expected_layout(table)
+    assert after_layout != before_layout
+    small = sizes_threshold(table)
+    r = health_report(table, compare_version=7, min_file_size=small, auto_compact_min_file_size=small)
+    assert r["version"] == 8 and r["compare"]["version"] == 7
+    check_numbers(r, after_layout, small, small)
+    check_numbers(r["compare"], before_layout, small, small)
+    page = open(render_html(r, str(tmp_path / "cmp.html")), encoding="utf-8").read()
+    assert "before (version 7)" in page and "after (version 8)" in page
+    (files_svg,) = [svg for alt, svg in decoded_images(page) if alt == "file-size histogram (files)"]
+    assert bar_values(files_svg, "before (v7)") == r["compare"]["numFiles"] == 8
+    assert bar_values(files_svg, "after (v8)") == r["numFiles"]
+    delta = r["numFiles"] - 8
+    assert f'<td>files</td><td>8</td><td>{r["numFiles"]}</td><td class="delta-neg">{delta:+d}</td>' in page
+
+    res = run_cli("health", table, "--compare-version", "7", "--html", str(tmp_path / "cli.html"))
+    assert res.exit_code == 0, res.output
+    assert "before: version 7: 8 files" in res.stdout and f"after:  version 8: {r['numFiles']} files" in res.stdout
+    assert decoded_images(open(tmp_path / "cli.html", encoding="utf-8").read())
+
+
+def test_cli_health_json_and_errors(table, tmp_path):
+    res = run_cli("health", table, "--json", "--min-file-size", "2k")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    expected = health_report(table, min_file_size=2048)
+    d.pop("generatedAt"), expected.pop("generatedAt")
+    assert d == json.loads(json.dumps(expected))
+    res = run_cli("health", table)
+    assert res.exit_code == 0 and "part=a: 5 files" in res.stdout and "optimize would rewrite 7 of 8" in res.stdout
+    res = run_cli("health", str(tmp_path / "missing"))
+    assert res.exit_code == 2 and res.stderr.startswith("error:")
+    res = run_cli("health", table, "--compare-version", "99")
+    assert res.exit_code == 2 and "error:" in res.stderr
+    with pytest.raises(TableNotFoundError):
+        health_report(str(tmp_path / "missing"))
