@@ -92,10 +92,12 @@ def cli() -> None:
 @click.option("--max-file-size", callback=_size, help="Target (maximum) size of a compacted file.")
 @click.option("--max-threads", type=int, help="Bins rewritten concurrently (default 15).")
 @click.option("--batch-size", callback=_size, help="Commit every this many bytes of bins (default: one commit).")
-@click.option("--zorder-by", help="Comma-separated columns to Z-order by.")
+@click.option("--zorder-by", help="Comma-separated columns to Z-order by (nested a.b and `quoted.names` allowed).")
+@click.option("--curve", type=click.Choice(["zorder", "hilbert"]), default="zorder", show_default=True, help="Space-filling curve for --zorder-by.")
+@click.option("--full", is_flag=True, help="Re-cluster partitions already clustered by the same columns and curve.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (partitions, bins, files, bytes); write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics (or the plan) as JSON.")
-def optimize(table, where, min_file_size, max_file_size, max_threads, batch_size, zorder_by, dry_run, as_json):
+def optimize(table, where, min_file_size, max_file_size, max_threads, batch_size, zorder_by, curve, full, dry_run, as_json):
     """OPTIMIZE TABLE (a path or a catalog name)."""
     overrides = {
         k: v
@@ -112,7 +114,7 @@ def optimize(table, where, min_file_size, max_file_size, max_threads, batch_size
 
         OptimizeConfig.resolve(None, overrides)  # bad values fail before Spark starts
         with _Progress(not as_json and not dry_run) as progress:
-            return run(None, table, list(where), zcols, dry_run=dry_run, progress=progress, **overrides)
+            return run(None, table, list(where), zcols, curve=curve, full=full, dry_run=dry_run, progress=progress, **overrides)
 
     result = _run(go)
     if as_json:

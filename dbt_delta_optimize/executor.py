@@ -67,8 +67,12 @@ class OptimizeExecutor:
         *,
         is_auto_compact: bool = False,
         progress: ProgressCallback | None = None,
+        curve: str = "zorder",
+        full: bool = False,
     ) -> None:
         ensure_write_supported(snapshot.protocol, snapshot.metadata, table=snapshot.location)
+        self.clustering = _clustering_spec(spark, snapshot, zorder_by_columns, curve) if zorder_by_columns else None
+        self.full = full
         self.spark = spark
         self.snapshot = snapshot
         self.partition_predicates = tuple(partition_predicates)
@@ -97,11 +101,17 @@ class OptimizeExecutor:
                 snap.partition_columns,
                 self.config,
                 read_version=snap.version,
-                mode="zorder" if self.zorder_by_columns else "compaction",
+                mode="zorder" if self.clustering else "compaction",
                 matched_partitions=selection.matched,
                 normalize=lambda k: selection.normalized.get(k, k),
+                skip_partition=self._already_clustered if self.clustering and not self.full else None,
             )
         return self._plan
+
+    def _already_clustered(self, files: Sequence[AddFile]) -> bool:
+        from .zorder import already_clustered
+
+        return already_clustered(files, self.clustering)
 
     # ---------------------------------------------------------------- running
     def optimize(self) -> OptimizeMetrics:
@@ -185,7 +195,9 @@ class OptimizeExecutor:
         sc.setJobGroup(group, f"{self.snapshot.location}<br/>Optimizing {b.describe()}", interruptOnCancel=True)
         try:
             adds = None
-            if not self.zorder_by_columns and self.config.rewrite_engine == "arrow":
+            if self.clustering is not None:
+                adds = self._rewrite_bin_clustered(b, staging, state)
+            elif self.config.rewrite_engine == "arrow":
                 adds = self._rewrite_bin_arrow(b, state)
             if adds is None:
                 adds = self._rewrite_bin_spark(b, staging, state)
@@ -203,6 +215,8 @@ class OptimizeExecutor:
         from .rewrite import rewrite_bin_task
 
         codec = self._codec()
+        if codec not in _ARROW_CODECS:
+            return None
         suffix = "" if codec in ("none", "uncompressed") else f".{codec}"
         name = f"part-00000-{uuid.uuid4()}.c000{suffix}.parquet"
         dest, log_path = self._target(b, name)
@@ -225,6 +239,17 @@ class OptimizeExecutor:
             log.warning("rewriting %s with Spark instead of Arrow: %s", b.describe(), result["fallback"])
             return None
         return (self._add_file(b, dest, log_path),)
+
+    def _rewrite_bin_clustered(self, b: Bin, staging: str, state: _RunState) -> tuple[AddFile, ...]:
+        """Z-order/Hilbert: range-partition the whole partition along the curve into max(1, bytes/maxFileSize) files."""
+        from .zorder import cluster
+
+        approx = max(1, b.size // self.config.max_file_size)
+        counts = [f.num_records for f in b.files]
+        total_rows = sum(counts) if all(c is not None for c in counts) else None
+        df = cluster(self.spark, self._input_df(b), approx, self.clustering, total_rows)
+        df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
+        return self._collect_staged(b, staging, state, tags=self.clustering.tags())
 
     def _rewrite_bin_spark(self, b: Bin, staging: str, state: _RunState) -> tuple[AddFile, ...]:
         """delta-spark's way: read the bin as a DataFrame, coalesce(1) (or repartition(1)), write."""
@@ -382,6 +407,39 @@ class OptimizeExecutor:
         )
 
 
+_ARROW_CODECS = {"snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed"}
+
+
+def _clustering_spec(spark, snapshot: Snapshot, columns: Sequence[str], curve: str):
+    """Validate Z-order columns and read delta-spark's multi-dimensional clustering confs."""
+    from .config import parse_bool
+    from .errors import InvalidConfigError
+    from .zorder import ClusteringSpec, resolve_columns
+
+    if curve not in ("zorder", "hilbert"):
+        raise InvalidConfigError(f"curve must be 'zorder' or 'hilbert', got {curve!r}.")
+
+    def conf(key: str, default: str) -> str:
+        return spark.conf.get(key, None) or default
+
+    check = parse_bool(conf("spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled", "true"), key="checkStatsCollection")
+    resolved = resolve_columns(columns, snapshot.schema, snapshot.partition_columns, snapshot.configuration, check_stats=check)
+    key = "spark.databricks.io.skipping.mdc.rangeId.max"
+    try:
+        num_ranges = int(conf(key, "1000"))
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be a whole number > 1.") from None
+    if num_ranges < 2:
+        raise InvalidConfigError(f"{key} must be > 1, got {num_ranges}.")
+    return ClusteringSpec(
+        resolved,
+        curve,  # type: ignore[arg-type]
+        num_ranges=num_ranges,
+        add_noise=parse_bool(conf("spark.databricks.io.skipping.mdc.addNoise", "true"), key="mdc.addNoise"),
+        sort_within_files=parse_bool(conf("spark.databricks.io.skipping.mdc.sortWithinFiles", "false"), key="mdc.sortWithinFiles"),
+    )
+
+
 # ---------------------------------------------------------------- paths
 _HIVE_ESCAPE = set('"#%\'*/:=?\\{[]^') | {chr(c) for c in range(0x01, 0x20)} | {chr(0x7F)}
 
@@ -417,6 +475,8 @@ def optimize(
     where: str | Sequence[str] | None = None,
     zorder_by: Sequence[str] | None = None,
     *,
+    curve: str = "zorder",
+    full: bool = False,
     dry_run: bool = False,
     progress: ProgressCallback | None = None,
     **overrides: Any,
@@ -427,7 +487,9 @@ def optimize(
         spark: session to use (None: the running one, else an embedded local session).
         table: table path, ``file:`` URI, or catalog name.
         where: partition predicate(s) in Spark SQL; several are ANDed.
-        zorder_by: columns to Z-order by (see the zorder module).
+        zorder_by: columns to cluster by (nested ``a.b`` and back-quoted names allowed).
+        curve: ``"zorder"`` (delta-spark's) or ``"hilbert"`` (2-9 columns).
+        full: re-cluster partitions whose files are already clustered by the same columns and curve.
         dry_run: return the OptimizePlan instead of running it; nothing is written.
         **overrides: per-call settings (min_file_size, max_file_size, max_threads, batch_size,
             max_deleted_rows_ratio, repartition_enabled, max_commit_attempts) over the session conf.
@@ -447,7 +509,9 @@ def optimize(
     location = resolve_table(table, spark)
     snapshot = load_snapshot(location)
     predicates = [where] if isinstance(where, str) else list(where or [])
-    executor = OptimizeExecutor(spark, snapshot, predicates, list(zorder_by or []), config, progress=progress)
+    executor = OptimizeExecutor(
+        spark, snapshot, predicates, list(zorder_by or []), config, progress=progress, curve=curve, full=full
+    )
     if dry_run:
         return executor.plan()
     return executor.optimize()

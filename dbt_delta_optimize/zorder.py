@@ -278,36 +278,80 @@ def hilbert_index(ids: Sequence[int], bits: int) -> int:
 
 
 # ------------------------------------------------------------------ Spark side
+def _col_sql(path: tuple[str, ...]) -> str:
+    return ".".join("`" + p.replace("`", "``") + "`" for p in path)
+
+
 def _col(path: tuple[str, ...]) -> "Column":
     from pyspark.sql import functions as F
 
-    return F.col(".".join(f"`{p}`" for p in path))
+    return F.col(_col_sql(path))
 
 
-def _bucket_tree(col: "Column", bounds: Sequence[Any], lo: int, hi: int) -> "Column":
-    """Range id of ``col`` among ``bounds[lo:hi]`` as a balanced comparison tree (depth log2 n)."""
-    from pyspark.sql import functions as F
+def _sort_key_sql(path: tuple[str, ...], dtype: Any) -> str:
+    """An orderable SQL expression with plain literals: dates and timestamps become integers."""
+    c = _col_sql(path)
+    if dtype == "date":
+        return f"unix_date({c})"
+    if dtype == "timestamp":
+        return f"unix_micros({c})"
+    if dtype == "timestamp_ntz":
+        return f"unix_micros(CAST({c} AS TIMESTAMP))"
+    return c
 
-    if lo >= hi:
-        return F.lit(lo)
-    mid = (lo + hi) // 2
-    return F.when(col <= F.lit(bounds[mid]), _bucket_tree(col, bounds, lo, mid)).otherwise(
-        _bucket_tree(col, bounds, mid + 1, hi)
+
+def _literal(value: Any) -> str:
+    import decimal
+
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return f"{value}L"
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return f"CAST('{value}' AS DOUBLE)"
+        return f"{value!r}D"
+    if isinstance(value, decimal.Decimal):
+        return f"{value}BD"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise InvalidArgumentError(f"cannot cluster on values of type {type(value).__name__}")
+
+
+def _bucket_sql(key: str, bounds: Sequence[Any]) -> str:
+    """Range id of ``key``: a binary search over the sorted bounds (log2(n) steps a row).
+
+    Written as an ``aggregate`` over a constant bounds array, so the expression stays small
+    whatever the number of ranges (a CASE tree of 1000 leaves is slow to compile and run).
+    """
+    n = len(bounds)
+    steps = max(1, math.ceil(math.log2(n + 1)))
+    arr = "array(" + ", ".join(_literal(b) for b in bounds) + ")"
+    mid = "shiftright(a.lo + a.hi, 1)"
+    return (
+        f"aggregate(sequence(1, {steps}), named_struct('lo', 0, 'hi', {n}), (a, i) -> "
+        f"IF(a.lo >= a.hi, a, IF({key} <= element_at({arr}, {mid} + 1), "
+        f"named_struct('lo', a.lo, 'hi', {mid}), named_struct('lo', {mid} + 1, 'hi', a.hi))), a -> a.lo)"
     )
 
 
-def _sample(df: "DataFrame", spec: ClusteringSpec, total_rows: int | None) -> list[list[Any]]:
-    """One sampling job for every column (delta-spark runs one per column)."""
-    from pyspark.sql import functions as F
+def _sort_keys(df: "DataFrame", spec: ClusteringSpec) -> list[str]:
+    keys = []
+    for path in spec.columns:
+        dtype = df.select(_col(path)).schema.fields[0].dataType.typeName()
+        keys.append(_sort_key_sql(path, dtype))
+    return keys
 
+
+def _sample(df: "DataFrame", keys: Sequence[str], spec: ClusteringSpec, total_rows: int | None) -> list[list[Any]]:
+    """One sampling job for every column (delta-spark runs one per column)."""
     target = min(_MAX_SAMPLE, _SAMPLE_POINTS_PER_RANGE * spec.num_ranges)
-    cols = [_col(p).alias(f"c{i}") for i, p in enumerate(spec.columns)]
-    sampled = df.select(*cols)
+    sampled = df.selectExpr(*[f"{k} AS c{i}" for i, k in enumerate(keys)])
     if total_rows and total_rows > target:
         sampled = sampled.sample(withReplacement=False, fraction=min(1.0, 1.2 * target / total_rows), seed=17)
     rows = sampled.collect()
     out = []
-    for i in range(len(spec.columns)):
+    for i in range(len(keys)):
         values = [r[i] for r in rows if r[i] is not None]
         values = [v for v in values if not (isinstance(v, float) and v != v)]  # NaN sorts last: keep it in the top range
         out.append(sorted(values))
@@ -381,15 +425,15 @@ def cluster(
     """Range-partition ``df`` along the curve into about ``approx_num_files`` partitions (one shuffle)."""
     from pyspark.sql import functions as F
 
-    samples = _sample(df, spec, total_rows)
+    keys = _sort_keys(df, spec)
+    samples = _sample(df, keys, spec, total_rows)
     id_names = [f"__ddo_id{i}" for i in range(len(spec.columns))]
     data_cols = list(df.columns)
     with_ids = df
-    for i, (path, values) in enumerate(zip(spec.columns, samples)):
+    for i, (key, values) in enumerate(zip(keys, samples)):
         bounds = range_bounds(values, spec.num_ranges)
-        c = _col(path)
-        rid = F.when(c.isNull(), F.lit(0)).otherwise(_bucket_tree(c, bounds, 0, len(bounds))) if bounds else F.lit(0)
-        with_ids = with_ids.withColumn(id_names[i], rid.cast("int"))
+        rid = f"CASE WHEN {key} IS NULL THEN 0 ELSE {_bucket_sql(key, bounds)} END" if bounds else "0"
+        with_ids = with_ids.withColumn(id_names[i], F.expr(rid).cast("int"))
     keyed, key_names = add_curve_keys(with_ids, id_names, spec)
     keyed = keyed.select(*[F.col(f"`{c}`") for c in data_cols], *[F.col(n) for n in key_names])
     order = [F.col(n) for n in key_names]
