@@ -22,6 +22,13 @@ _LAZY = {
     "Transaction": "commit",
     "ensure_write_supported": "protocol",
     "get_spark": "spark",
+    "health_report": "health",
+    "optimize": "executor",
+    "OptimizeExecutor": "executor",
+    "OptimizeMetrics": "metrics",
+    "OptimizePlan": "planner",
+    "validate_actions": "validate",
+    "validate_commit": "validate",
     "load_snapshot": "snapshot",
     "read_commits": "snapshot",
 }
@@ -34,7 +41,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .config import OptimizeConfig
     from .protocol import ensure_write_supported
     from .snapshot import Snapshot, load_snapshot, read_commits
+    from .executor import OptimizeExecutor, optimize
+    from .health import health_report
+    from .metrics import OptimizeMetrics
+    from .planner import OptimizePlan
     from .spark import get_spark
+    from .validate import validate_actions, validate_commit
 
 
 def __getattr__(name: str) -> Any:

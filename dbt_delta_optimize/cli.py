@@ -169,6 +169,16 @@ def info(table, as_json):
             click.echo(f"  {p['partition']}: {p['numFiles']} files, {p['sizeBytes']} bytes")
 
 
+def _register_inspect_commands() -> None:
+    from .cli_inspect import inspect_commands
+
+    for command in inspect_commands:
+        cli.add_command(command)
+
+
+_register_inspect_commands()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="dbt-delta-optimize")
 

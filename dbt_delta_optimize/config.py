@@ -97,6 +97,9 @@ class OptimizeConfig:
     #: ours (spark.dbt_delta_optimize.rewriteEngine): "arrow" streams a compaction bin through Arrow
     #: inside a Spark task; "spark" writes it with a DataFrame coalesce(1), as delta-spark does.
     rewrite_engine: str = "arrow"
+    #: ours (spark.dbt_delta_optimize.validateCommits): check planned actions before committing and
+    #: the landed commit after (validate module); a failure before the commit writes nothing.
+    validate_commits: bool = True
 
     @classmethod
     def resolve(cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None) -> "OptimizeConfig":
@@ -150,6 +153,7 @@ _OPTIMIZE_KEYS: dict[str, tuple[str, Callable[..., Any]]] = {
     "repartition_enabled": ("optimize.repartition.enabled", parse_bool),
     "max_commit_attempts": ("maxCommitAttempts", _attempts),
     "rewrite_engine": ("spark.dbt_delta_optimize.rewriteEngine", lambda v, *, key: _engine(v, key=key)),
+    "validate_commits": ("spark.dbt_delta_optimize.validateCommits", parse_bool),
 }
 
 

@@ -326,10 +326,14 @@ class OptimizeExecutor:
         snapshot = self.snapshot
         attempts = 0
         while True:
+            if self.config.validate_commits:
+                from .validate import validate_actions
+
+                validate_actions(snapshot, adds, removes).raise_if_invalid()
             txn = Transaction(snapshot, max_attempts=self.config.max_commit_attempts)
             txn.track_read(files_read)
             try:
-                return txn.commit(actions, "OPTIMIZE", self.operation_parameters(), opm)
+                result = txn.commit(actions, "OPTIMIZE", self.operation_parameters(), opm)
             except (MetadataChangedError, ProtocolChangedError) as exc:
                 attempts += 1
                 if attempts >= self.config.max_commit_attempts:
@@ -343,6 +347,24 @@ class OptimizeExecutor:
                     raise
                 log.info("Retrying commit after checking for semantic conflicts (%s)", exc)
                 snapshot = latest
+                continue
+            if self.config.validate_commits:
+                self._check_landed(result.version)
+            return result
+
+    def _check_landed(self, version: int) -> None:
+        """Re-read the commit that just landed; a finding here is a bug, reported with the way back."""
+        from .errors import ValidationError
+        from .validate import validate_commit
+
+        report = validate_commit(self.snapshot.location, version)
+        if not report.ok:
+            raise ValidationError(
+                f"OPTIMIZE commit {version} of {self.snapshot.location} failed validation after landing: "
+                f"{report.describe()}\nThis is a bug in dbt-delta-optimize, please report it. The table's rows are "
+                f"unchanged by a valid OPTIMIZE; to be safe, RESTORE TABLE delta.`{self.snapshot.location}` "
+                f"TO VERSION AS OF {version - 1}."
+            )
 
     # ---------------------------------------------------------------- metrics
     @staticmethod
