@@ -12,6 +12,8 @@ from ._version import __version__
 
 _LAZY = {
     "AddFile": "actions",
+    "AutoCompactResult": "autocompact",
+    "auto_compact": "autocompact",
     "CommitResult": "commit",
     "DeletionVector": "actions",
     "Metadata": "actions",
@@ -37,6 +39,7 @@ __all__ = sorted([*_LAZY, "__version__", "errors"])
 
 if TYPE_CHECKING:  # pragma: no cover
     from .actions import AddFile, DeletionVector, Metadata, Protocol, RemoveFile
+    from .autocompact import AutoCompactResult, auto_compact
     from .commit import CommitResult, Transaction
     from .config import OptimizeConfig
     from .protocol import ensure_write_supported

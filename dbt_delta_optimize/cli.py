@@ -140,6 +140,41 @@ def optimize(table, where, min_file_size, max_file_size, max_threads, batch_size
     )
 
 
+@cli.command("auto-compact")
+@click.argument("table")
+@click.option("--since-version", type=int, help="Table version before the write; the commits after it trigger (default: the latest commit).")
+@click.option("--min-num-files", type=int, help="Small files a partition needs to qualify (default 50).")
+@click.option("--max-file-size", callback=_size, help="Auto-compact target file size (default 128m).")
+@click.option("--min-file-size", callback=_size, help="Files smaller than this count as small (default: max-file-size / 2).")
+@click.option("--enable/--respect-config", "force", default=None, help="Run even if the table does not enable auto compaction.")
+@click.option("--json", "as_json", is_flag=True, help="Print the decision and metrics as JSON.")
+def auto_compact_cmd(table, since_version, min_num_files, max_file_size, min_file_size, force, as_json):
+    """Decide whether the last write to TABLE left enough small files, and compact them if so."""
+    overrides = {
+        k: v
+        for k, v in dict(min_num_files=min_num_files, max_file_size=max_file_size, min_file_size=min_file_size).items()
+        if v is not None
+    }
+
+    def go():
+        from .autocompact import auto_compact
+
+        return auto_compact(None, table, since_version, enabled=True if force else None, throw_on_error=True, **overrides)
+
+    result = _run(go)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        return
+    click.echo(f"auto-compact {result.table}: {result.status}: {result.reason} (decided in {result.decision_ms:.0f} ms)")
+    for p in result.considered:
+        pv = ", ".join(f"{k}={v}" for k, v in p.partition.items()) or "(unpartitioned)"
+        mark = "*" if p in result.chosen else " "
+        click.echo(f" {mark} {pv}: {p.small_files} small of {p.files} files")
+    if result.metrics is not None:
+        m = result.metrics
+        click.echo(f"compacted {m.num_files_removed} file(s) -> {m.num_files_added}, versions {list(m.committed_versions)}")
+
+
 @cli.command()
 @click.argument("table")
 @click.option("--json", "as_json", is_flag=True)

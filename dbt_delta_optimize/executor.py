@@ -17,7 +17,7 @@ import time
 import uuid
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from .actions import AddFile, RemoveFile
 from .commit import CommitResult, Transaction
@@ -69,10 +69,13 @@ class OptimizeExecutor:
         progress: ProgressCallback | None = None,
         curve: str = "zorder",
         full: bool = False,
+        partitions: Iterable[tuple] | None = None,
     ) -> None:
         ensure_write_supported(snapshot.protocol, snapshot.metadata, table=snapshot.location)
         self.clustering = _clustering_spec(spark, snapshot, zorder_by_columns, curve) if zorder_by_columns else None
         self.full = full
+        #: raw partition keys to restrict to (auto compaction), on top of the predicates
+        self.partitions = None if partitions is None else frozenset(partitions)
         self.spark = spark
         self.snapshot = snapshot
         self.partition_predicates = tuple(partition_predicates)
@@ -96,13 +99,17 @@ class OptimizeExecutor:
             selection = select_partitions(self.spark, snap, self.partition_predicates)
             self._predicate_sql = selection.predicate_sql
             self._predicate_strings = selection.predicate_strings or selection.predicate_sql
+            matched = selection.matched
+            if self.partitions is not None:
+                matched = self.partitions if matched is None else matched & self.partitions
+                self._predicate_strings += (_partitions_predicate(self.partitions, snap),)
             self._plan = plan_optimize(
                 snap.files,
                 snap.partition_columns,
                 self.config,
                 read_version=snap.version,
                 mode="zorder" if self.clustering else "compaction",
-                matched_partitions=selection.matched,
+                matched_partitions=matched,
                 normalize=lambda k: selection.normalized.get(k, k),
                 skip_partition=self._already_clustered if self.clustering and not self.full else None,
             )
@@ -427,6 +434,23 @@ class OptimizeExecutor:
             committed_versions=tuple(c.version for c in committed),
             partitions_skipped_already_clustered=len(plan.skipped_partitions),
         )
+
+
+def _partitions_predicate(keys: Iterable[tuple], snapshot: Snapshot) -> str:
+    """delta-spark's auto-compaction predicate: OR of ANDs of ``col <=> CAST('v' AS type)``."""
+    cols = snapshot.partition_columns
+    types = snapshot.partition_types
+    if not cols:
+        return "true"
+
+    def lit(v):
+        return "NULL" if v is None else "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    terms = [
+        "(" + " AND ".join(f"(`{c}` <=> CAST({lit(v)} AS {types[c]}))" for c, v in zip(cols, key)) + ")"
+        for key in sorted(keys, key=repr)
+    ]
+    return " OR ".join(terms) if terms else "false"
 
 
 _ARROW_CODECS = {"snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed"}

@@ -55,6 +55,19 @@ class ClusteringSpec:
     add_noise: bool = True
     sort_within_files: bool = False
 
+    def __post_init__(self) -> None:
+        # Checked here so a bad spec fails before any partition is read (not inside a bin job).
+        if not self.columns:
+            raise InvalidArgumentError("Cannot cluster by zero columns.")
+        if self.curve not in ("zorder", "hilbert"):
+            raise InvalidArgumentError(f"curve must be 'zorder' or 'hilbert', got {self.curve!r}.")
+        if self.num_ranges < 2:
+            raise InvalidArgumentError(f"spark.databricks.io.skipping.mdc.rangeId.max must be > 1, got {self.num_ranges}.")
+        if self.effective_curve == "hilbert" and len(self.columns) > MAX_HILBERT_COLUMNS:
+            raise InvalidArgumentError(
+                f"Hilbert clustering takes at most {MAX_HILBERT_COLUMNS} columns, got {len(self.columns)}; use curve='zorder'."
+            )
+
     @property
     def column_names(self) -> list[str]:
         return [".".join(f"`{p}`" if "." in p else p for p in path) for path in self.columns]
@@ -327,11 +340,14 @@ def _bucket_sql(key: str, bounds: Sequence[Any]) -> str:
     n = len(bounds)
     steps = max(1, math.ceil(math.log2(n + 1)))
     arr = "array(" + ", ".join(_literal(b) for b in bounds) + ")"
-    mid = "shiftright(a.lo + a.hi, 1)"
+    # Lambda variables shadow columns of the same name, so they must not collide with user
+    # columns referenced by ``key`` (a data column named ``a`` or ``i`` broke the expression).
+    s = "__ddo_bs"
+    mid = f"shiftright({s}.lo + {s}.hi, 1)"
     return (
-        f"aggregate(sequence(1, {steps}), named_struct('lo', 0, 'hi', {n}), (a, i) -> "
-        f"IF(a.lo >= a.hi, a, IF({key} <= element_at({arr}, {mid} + 1), "
-        f"named_struct('lo', a.lo, 'hi', {mid}), named_struct('lo', {mid} + 1, 'hi', a.hi))), a -> a.lo)"
+        f"aggregate(sequence(1, {steps}), named_struct('lo', 0, 'hi', {n}), ({s}, __ddo_bi) -> "
+        f"IF({s}.lo >= {s}.hi, {s}, IF({key} <= element_at({arr}, {mid} + 1), "
+        f"named_struct('lo', {s}.lo, 'hi', {mid}), named_struct('lo', {mid} + 1, 'hi', {s}.hi))), {s} -> {s}.lo)"
     )
 
 
@@ -347,7 +363,11 @@ def _sample(df: "DataFrame", keys: Sequence[str], spec: ClusteringSpec, total_ro
     """One sampling job for every column (delta-spark runs one per column)."""
     target = min(_MAX_SAMPLE, _SAMPLE_POINTS_PER_RANGE * spec.num_ranges)
     sampled = df.selectExpr(*[f"{k} AS c{i}" for i, k in enumerate(keys)])
-    if total_rows and total_rows > target:
+    if total_rows is None:
+        # Files without numRecords stats: count first (cheap, from Parquet footers), otherwise the
+        # whole partition would be collected to the driver instead of a sample.
+        total_rows = df.count()
+    if total_rows > target:
         sampled = sampled.sample(withReplacement=False, fraction=min(1.0, 1.2 * target / total_rows), seed=17)
     rows = sampled.collect()
     out = []
@@ -435,7 +455,7 @@ def cluster(
         rid = f"CASE WHEN {key} IS NULL THEN 0 ELSE {_bucket_sql(key, bounds)} END" if bounds else "0"
         with_ids = with_ids.withColumn(id_names[i], F.expr(rid).cast("int"))
     keyed, key_names = add_curve_keys(with_ids, id_names, spec)
-    keyed = keyed.select(*[F.col(f"`{c}`") for c in data_cols], *[F.col(n) for n in key_names])
+    keyed = keyed.select(*[_col((c,)) for c in data_cols], *[F.col(n) for n in key_names])
     order = [F.col(n) for n in key_names]
     if spec.add_noise:
         keyed = keyed.withColumn("__ddo_noise", (F.rand() * 255 - 128).cast("byte"))
