@@ -7,43 +7,20 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable
 
 import click
 
-from .errors import DeltaOptimizeError, InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError
+from ._cli_common import run as _run
+from ._cli_common import size_option as _size
 
 __all__ = ["main"]
 
-_BAD_INPUT = (InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError)
 
 
-def _fail(exc: BaseException) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(2 if isinstance(exc, _BAD_INPUT) else 1)
 
 
-def _run(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except DeltaOptimizeError as exc:
-        _fail(exc)
-    except click.exceptions.Exit:
-        raise
-    except Exception as exc:  # unexpected: still one line on stderr, exit 1
-        click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(1)
 
 
-def _size(ctx, param, value):
-    if value is None:
-        return None
-    from .config import parse_size
-
-    try:
-        return parse_size(value, key=f"--{param.name.replace('_', '-')}")
-    except InvalidArgumentError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 class _Progress:

@@ -10,29 +10,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable
 
 import click
 
-from .errors import DeltaOptimizeError, InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError
+from ._cli_common import run as _run
+from ._cli_common import size_option as _size
 
 __all__ = ["health", "history", "inspect_commands", "validate"]
 
-_BAD_INPUT = (InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError)
 
 
-def _run(fn: Callable[[], Any]) -> Any:
-    """Run fn; our errors become one ``error:`` line on stderr and exit 2 (bad input) or 1."""
-    try:
-        return fn()
-    except DeltaOptimizeError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2 if isinstance(exc, _BAD_INPUT) else 1)
-    except click.exceptions.Exit:
-        raise
-    except Exception as exc:  # unexpected: still one line on stderr, exit 1
-        click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(1)
 
 
 def _location(table: str) -> str:
@@ -42,15 +29,6 @@ def _location(table: str) -> str:
     return table if is_path(table) else resolve_table(table, get_spark())
 
 
-def _size(ctx, param, value):
-    if value is None:
-        return None
-    from .config import parse_size
-
-    try:
-        return parse_size(value, key=f"--{param.name.replace('_', '-')}")
-    except InvalidArgumentError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @click.command()

@@ -30,7 +30,6 @@ from .actions import (
     RemoveFile,
 )
 from .errors import (
-    CommitConflictError,
     CommitFailedError,
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,

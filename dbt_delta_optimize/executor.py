@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from .actions import AddFile, RemoveFile
 from .commit import CommitResult, Transaction
 from .config import OptimizeConfig
-from .errors import CommitFailedError, DeltaOptimizeError, MetadataChangedError, ProtocolChangedError
+from .errors import MetadataChangedError, ProtocolChangedError
 from .metrics import DeletionVectorStats, FileSizeMetrics, OptimizeMetrics, ZOrderFileStats, ZOrderStats, operation_metrics
 from .planner import Bin, OptimizePlan, plan_optimize
 from .protocol import ensure_write_supported

@@ -6,7 +6,7 @@ delta-spark leaves endTimeMs, totalScheduledTasks and the parallelism stats empt
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
 __all__ = [

@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any, Iterable, Mapping
 from urllib.parse import unquote
 
-from .actions import ADD, METADATA, PROTOCOL, AddFile, Metadata, Protocol
+from .actions import ADD, AddFile, Metadata, Protocol
 from .errors import NotADeltaTableError, TableNotFoundError
 from .storage import local_path, table_uri
 

@@ -10,7 +10,7 @@ import glob
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from .errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from dbt_delta_optimize.actions import AddFile, DeletionVector
 from dbt_delta_optimize.config import OptimizeConfig
 from dbt_delta_optimize.metrics import FileSizeMetrics, operation_metrics
