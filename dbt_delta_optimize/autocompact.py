@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from .metrics import OptimizeMetrics
+    from .snapshot import Snapshot
 
 __all__ = [
     "AutoCompactConfig",
@@ -37,6 +38,7 @@ __all__ = [
     "auto_compact",
     "auto_compact_enabled",
     "decide",
+    "plan_auto_compact",
 ]
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,14 @@ class AutoCompactDecision:
     def run(self) -> bool:
         return self.status in (RUN_ON_MODIFIED, RUN_ON_ALL)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "considered": [p.to_dict() for p in self.considered],
+            "chosen": [p.to_dict() for p in self.chosen],
+        }
+
 
 @dataclass(frozen=True)
 class AutoCompactResult:
@@ -213,6 +223,17 @@ def decide(
     # A partition needs at least 2 small files to have anything to compact, whatever minNumFiles says.
     qualifying = [c for c in considered if c.small_files >= max(config.min_num_files, 2)]
     status = RUN_ON_MODIFIED if config.modified_partitions_only else RUN_ON_ALL
+    if qualifying and not config.modified_partitions_only:
+        # delta-spark's runOnAllPartitions: once one partition reaches minNumFiles, the whole table is
+        # compacted (no predicate, no partition cap), so every partition with >= 2 small files is chosen.
+        qualifying = [c for c in considered if c.small_files >= 2]
+        return AutoCompactDecision(
+            status,
+            f"a partition has >= {config.min_num_files} files smaller than {threshold} bytes: compacting all "
+            f"{len(qualifying)} partition(s) with small files",
+            tuple(considered),
+            tuple(qualifying),
+        )
     if not qualifying:
         best = considered[0].small_files if considered else 0
         return AutoCompactDecision(
@@ -229,6 +250,23 @@ def decide(
         tuple(considered),
         tuple(chosen),
     )
+
+
+def plan_auto_compact(
+    snapshot: "Snapshot", *, min_file_size: int | None = None, max_file_size: int | None = None, **overrides: Any
+) -> AutoCompactDecision:
+    """Dry run over every partition of a snapshot (no triggering write): what auto compaction would pick now."""
+    from .planner import raw_partition_key
+
+    settings = {"modified_partitions_only": False, **overrides}
+    if max_file_size is not None:
+        settings["max_file_size"] = max_file_size
+    if min_file_size is not None:
+        settings["min_file_size"] = min_file_size
+    config = AutoCompactConfig.resolve(None, settings)
+    cols = snapshot.partition_columns
+    files = [(raw_partition_key(f, cols), f.size) for f in snapshot.files]
+    return decide(files, (), cols, config)
 
 
 def _triggering(location: str, since_version: int | None, latest: int) -> list[tuple[int, list[dict]]]:
@@ -329,7 +367,8 @@ def auto_compact(
         data_commits = [(v, acts) for v, acts in commits if info[v].get("operation") not in ("OPTIMIZE", "REORG")]
         if not data_commits:
             return result(SKIP_OWN_COMMIT, "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output" if commits else "no commits after since_version")
-        if config.non_blind_append and all(info[v].get("isBlindAppend") for v, _ in data_commits):
+        # delta-spark's isQualifiedForAutoCompact: nonBlindAppend only applies with modifiedPartitionsOnly.
+        if config.non_blind_append and config.modified_partitions_only and all(info[v].get("isBlindAppend") for v, _ in data_commits):
             return result(SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append")
         added = {unquote(a["add"]["path"]) for _, acts in data_commits for a in acts if "add" in a}
         if not added:
@@ -345,8 +384,11 @@ def auto_compact(
         decision_ms = (time.perf_counter() - t0) * 1000
         if not decision.run:
             return result(decision.status, decision.reason, decision, decision_ms=decision_ms)
-        chosen = {tuple(c.partition[col] for col in columns) for c in decision.chosen}
-        chosen_paths = {unquote(p) for p, k in zip(paths, keys) if k in chosen}
+        if decision.status == RUN_ON_ALL:
+            chosen_paths = None  # the whole table, as delta-spark (no partition predicate)
+        else:
+            chosen = {tuple(c.partition[col] for col in columns) for c in decision.chosen}
+            chosen_paths = {unquote(p) for p, k in zip(paths, keys) if k in chosen}
         metrics = _run(spark, location, chosen_paths, config)
         return result(decision.status, decision.reason, decision, metrics=metrics, decision_ms=decision_ms)
     except DeltaOptimizeError as exc:
@@ -361,8 +403,8 @@ def auto_compact(
         return result(FAILED, f"auto compaction failed: {type(exc).__name__}: {exc}", error=f"{type(exc).__name__}: {exc}")
 
 
-def _run(spark: "SparkSession | None", location: str, chosen_paths: set[str], config: AutoCompactConfig) -> "OptimizeMetrics":
-    """Compact the chosen partitions of the latest snapshot with the auto-compact sizes, as OPTIMIZE auto=true."""
+def _run(spark: "SparkSession | None", location: str, chosen_paths: set[str] | None, config: AutoCompactConfig) -> "OptimizeMetrics":
+    """Compact the chosen partitions (None: all) of the latest snapshot with the auto-compact sizes, as OPTIMIZE auto=true."""
     from .config import OptimizeConfig
     from .executor import OptimizeExecutor
     from .planner import raw_partition_key
@@ -371,7 +413,11 @@ def _run(spark: "SparkSession | None", location: str, chosen_paths: set[str], co
 
     spark = get_spark(spark)
     snapshot = load_snapshot(location)
-    raw_keys = {raw_partition_key(f, snapshot.partition_columns) for f in snapshot.files if unquote(f.path) in chosen_paths}
+    raw_keys = (
+        None
+        if chosen_paths is None
+        else {raw_partition_key(f, snapshot.partition_columns) for f in snapshot.files if unquote(f.path) in chosen_paths}
+    )
     opt = OptimizeConfig.resolve(
         conf_getter(spark), {"min_file_size": config.small_file_threshold, "max_file_size": config.max_file_size}
     )

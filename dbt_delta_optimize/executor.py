@@ -102,7 +102,8 @@ class OptimizeExecutor:
             matched = selection.matched
             if self.partitions is not None:
                 matched = self.partitions if matched is None else matched & self.partitions
-                self._predicate_strings += (_partitions_predicate(self.partitions, snap),)
+                if snap.partition_columns:  # delta-spark: no predicate for an unpartitioned table
+                    self._predicate_strings += (_partitions_predicate(self.partitions, snap),)
             self._plan = plan_optimize(
                 snap.files,
                 snap.partition_columns,

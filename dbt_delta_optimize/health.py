@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import datetime
 import html
-import importlib.util
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -139,18 +138,12 @@ def _layout(snapshot: "Snapshot", min_size: int, ac_min_size: int) -> dict[str, 
 
 
 def _auto_compact(snapshot: "Snapshot", thresholds: Mapping[str, int]) -> Any:
-    """What auto compaction would do. Placeholder: None until dbt_delta_optimize.autocompact exists."""
-    if importlib.util.find_spec(f"{__package__}.autocompact") is None:
-        return None
-    try:
-        module = importlib.import_module(f"{__package__}.autocompact")
-        fn = getattr(module, "plan_auto_compact", None)
-        if fn is None:
-            return None
-        plan = fn(snapshot, min_file_size=thresholds["autoCompactMinFileSize"], max_file_size=thresholds["autoCompactMaxFileSize"])
-        return plan.to_dict() if hasattr(plan, "to_dict") else plan
-    except Exception as exc:  # a report must not fail on an optional section
-        return {"error": f"{type(exc).__name__}: {exc}"}
+    """What auto compaction would do now over every partition (its dry run)."""
+    from .autocompact import plan_auto_compact
+
+    return plan_auto_compact(
+        snapshot, min_file_size=thresholds["autoCompactMinFileSize"], max_file_size=thresholds["autoCompactMaxFileSize"]
+    ).to_dict()
 
 
 def health_report(
@@ -463,9 +456,16 @@ def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any]
     out.append("<h2>What auto compaction would do</h2>")
     ac = report.get("autoCompact")
     if ac is None:
-        out.append("<p><i>Not available yet (no auto-compaction planner in this version).</i></p>")
+        out.append("<p><i>Not computed.</i></p>")
     else:
-        out.append(f"<pre>{_esc(json.dumps(ac, indent=2, default=str))}</pre>")
+        out.append(f"<p>{_esc(ac['status'])}: {_esc(ac['reason'])}</p>")
+        out.append('<table id="autocompact"><tr><th>partition</th><th>small files</th><th>files</th><th>chosen</th></tr>')
+        chosen = [c["partition"] for c in ac["chosen"]]
+        for c in ac["considered"][:200]:
+            pv = ", ".join(f"{k}={'null' if v is None else v}" for k, v in c["partition"].items()) or "(unpartitioned)"
+            mark = "yes" if c["partition"] in chosen else ""
+            out.append(f"<tr><td>{_esc(pv)}</td><td>{c['smallFiles']}</td><td>{c['files']}</td><td>{mark}</td></tr>")
+        out.append("</table>")
     out.append("</body></html>")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(out))

@@ -134,7 +134,11 @@ def test_numbers_match_the_snapshot(table, which):
     assert (r["table"], r["version"], r["partitionColumns"]) == (table, 7, ["part"])
     assert r["thresholds"]["optimizeMinFileSize"] == small and r["thresholds"]["autoCompactMinFileSize"] == ac_small
     check_numbers(r, layout, small, ac_small)
-    assert r["autoCompact"] is None and r["compare"] is None
+    assert r["compare"] is None
+    # auto compaction's dry run counts the same small files per partition as the report
+    ac = {tuple(c["partition"].values()): c["smallFiles"] for c in r["autoCompact"]["considered"]}
+    assert ac == {(part.split("=", 1)[1],): sum(s < ac_small for s in sizes) for part, sizes in layout.items()}
+    assert r["autoCompact"]["status"] == "skipInsufficientFiles" and r["autoCompact"]["chosen"] == []  # 50 needed
     json.dumps(r)
 
 
@@ -228,7 +232,10 @@ def test_html_page_pictures_decode_and_show_the_numbers(table, tmp_path):
     for p in r["partitions"]:
         assert f"<td>{p['partition']}</td><td>{p['numFiles']}</td>" in page
     assert f"<td>small files (optimize)</td><td>{r['smallFiles']['optimize']}</td>" in page
-    assert "Not available yet" in page  # auto compaction placeholder
+    assert f"{r['autoCompact']['status']}: " in page  # auto compaction's dry run
+    for c in r["autoCompact"]["considered"]:
+        pv = ", ".join(f"{k}={v}" for k, v in c["partition"].items())
+        assert f"<td>{pv}</td><td>{c['smallFiles']}</td><td>{c['files']}</td>" in page
 
 
 def test_compare_version_shows_before_and_after(table, tmp_path):
