@@ -53,6 +53,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def __getattr__(name: str) -> Any:
+    if name == "plugins":  # read by dbt's PluginManager, which has already imported dbt
+        from .dbt_bridge import DeltaOptimizePlugin
+
+        globals()["plugins"] = [DeltaOptimizePlugin]
+        return globals()["plugins"]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'dbt_delta_optimize' has no attribute {name!r}")

@@ -328,6 +328,7 @@ def auto_compact(
     throw = throw_on_error if throw_on_error is not None else (parse_bool(raw_throw, key="postCommitHook.throwOnError") if raw_throw else False)
     location = table
     triggering: tuple[int, ...] = ()
+    decision: AutoCompactDecision | None = None  # kept for the failure result: which partitions were tried
 
     def result(status: str, reason: str, decision: AutoCompactDecision | None = None, **kw: Any) -> AutoCompactResult:
         now = (time.perf_counter() - t0) * 1000
@@ -395,12 +396,12 @@ def auto_compact(
         if throw:
             raise
         log.warning("auto compaction of %s failed: %s", location, exc)
-        return result(FAILED, f"auto compaction failed: {exc}", error=f"{type(exc).__name__}: {exc}")
+        return result(FAILED, f"auto compaction failed: {exc}", decision, error=f"{type(exc).__name__}: {exc}")
     except Exception as exc:
         if throw:
             raise
         log.warning("auto compaction of %s failed: %s", location, exc, exc_info=True)
-        return result(FAILED, f"auto compaction failed: {type(exc).__name__}: {exc}", error=f"{type(exc).__name__}: {exc}")
+        return result(FAILED, f"auto compaction failed: {type(exc).__name__}: {exc}", decision, error=f"{type(exc).__name__}: {exc}")
 
 
 def _run(spark: "SparkSession | None", location: str, chosen_paths: set[str] | None, config: AutoCompactConfig) -> "OptimizeMetrics":

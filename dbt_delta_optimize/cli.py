@@ -153,6 +153,18 @@ def auto_compact_cmd(table, since_version, min_num_files, max_file_size, min_fil
 
 
 @cli.command()
+def jars():
+    """Print Delta's jar files (comma-separated) for spark.jars, e.g. in a dbt-spark profile."""
+    from .spark import default_jars_dir, delta_jars
+
+    found = delta_jars()
+    if not found:
+        click.echo(f"error: no Delta jars in {default_jars_dir()}; run `make setup` (or `make jars`).", err=True)
+        sys.exit(1)
+    click.echo(",".join(found))
+
+
+@cli.command()
 @click.argument("table")
 @click.option("--json", "as_json", is_flag=True)
 def info(table, as_json):

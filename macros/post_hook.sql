@@ -1,0 +1,18 @@
+{#- Post-hook: auto compaction (default) or a full OPTIMIZE of the model's table, per
+    meta.delta_optimize. Renders to '' so no SQL statement is issued. -#}
+{% macro post_hook() %}
+  {{ return(adapter.dispatch('post_hook', 'dbt_delta_optimize')()) }}
+{% endmacro %}
+
+{% macro default__post_hook() %}
+  {% if not execute %}{{ return('') }}{% endif %}
+  {% if dbt_delta_optimize._delta_optimize_skip_run() %}
+    {{ log('delta_optimize ' ~ this ~ ': skipped (DELTA_OPTIMIZE_SKIP)', info=true) }}
+    {{ return('') }}
+  {% endif %}
+  {% set settings = config.meta_get('delta_optimize', {}) or {} %}
+  {% set result = dbt_delta_optimize._delta_optimize_bridge().run_model(
+      this.schema ~ '.' ~ this.identifier, settings, model=model.name, file_format=config.get('file_format')) %}
+  {% do dbt_delta_optimize._delta_optimize_report(result, settings.get('on_error', 'warn')) %}
+  {{ return('') }}
+{% endmacro %}

@@ -1,0 +1,141 @@
+"""The dbt package end to end: integration_tests/ driven through real dbt-spark (method: session)
+with Delta, asserting through deltalake what the hooks and run-operation did."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from deltalake import DeltaTable
+
+from dbt_delta_optimize.spark import delta_jars
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT = os.path.join(ROOT, "integration_tests")
+DBT = os.path.join(os.path.dirname(sys.executable), "dbt")
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    work = tmp_path_factory.mktemp("dbt-it")
+    jars = delta_jars()
+    assert jars, "Delta's jars are missing: run `make setup`"
+    e = dict(os.environ)
+    e.update(
+        DBT_PROFILES_DIR=PROJECT,
+        DBT_DELTA_OPTIMIZE_JARS=",".join(jars),
+        DBT_DELTA_OPTIMIZE_WAREHOUSE=str(work / "wh"),
+        DBT_DELTA_OPTIMIZE_METASTORE=str(work / "metastore_db"),
+        DBT_TARGET_PATH=str(work / "target"),
+        DBT_LOG_PATH=str(work / "logs"),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+        PYSPARK_PYTHON=sys.executable,
+    )
+    e["PATH"] = os.path.dirname(sys.executable) + os.pathsep + e.get("PATH", "")
+    return {"env": e, "work": work}
+
+
+def dbt(env, *args: str) -> str:
+    proc = subprocess.run([DBT, *args], cwd=PROJECT, env=env["env"], capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"dbt {' '.join(args)} failed:\n{out[-5000:]}"
+    return out
+
+
+def results(env) -> list[dict]:
+    path = env["work"] / "target" / "delta_optimize_results.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def table(env, name: str) -> str:
+    return str(env["work"] / "wh" / "ddo_it.db" / name)
+
+
+def files_per_partition(path: str) -> dict:
+    import pyarrow as pa
+
+    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pydict()
+    out: dict = {}
+    for k in (k for k in actions if k.startswith("partition.")):
+        for v in actions[k]:
+            out[v] = out.get(v, 0) + 1
+    return out or {None: len(actions["path"])}
+
+
+def optimize_commits(path: str) -> list[dict]:
+    return [h for h in DeltaTable(path).history() if h["operation"] == "OPTIMIZE"]
+
+
+def seed_rows() -> int:
+    with open(os.path.join(PROJECT, "seeds", "raw_events.csv")) as fh:
+        return sum(1 for _ in fh) - 1
+
+
+def test_dbt_package_end_to_end(env):
+    dbt(env, "deps")
+    dbt(env, "seed")
+    n = seed_rows()
+
+    # Run 1: every macro path in one `dbt run`.
+    out = dbt(env, "run", "--vars", "{batch: 0}")
+    first = {r["table"]: r for r in results(env)}
+    inc = table(env, "events_incremental")
+    assert first["ddo_it.events_incremental"]["status"] == "skipInsufficientFiles"  # a first write does not compact
+    assert optimize_commits(inc) == []
+    z = first["ddo_it.events_zordered"]
+    assert z["status"] == "optimized" and z["files_before"] > z["files_after"] == 1
+    (zc,) = optimize_commits(table(env, "events_zordered"))
+    assert json.loads(zc["operationParameters"]["zOrderBy"]) == ["user_id", "amount"]
+    assert str(zc["operationParameters"]["auto"]).lower() == "false"
+    fail = first["ddo_it.failing_model"]
+    assert fail["status"] == "failed" and "non-partition column 'amount'" in fail["error"]  # on_error: warn
+    assert "delta_optimize ddo_it.failing_model: failed" in out
+    assert first["ddo_it.parquet_model"]["status"] == "skipped" and "parquet" in first["ddo_it.parquet_model"]["reason"]
+    assert first["ddo_it.skipped_model"]["status"] == "skipped"
+    assert optimize_commits(table(env, "skipped_model")) == [] and files_per_partition(table(env, "skipped_model"))[None] > 1
+    assert DeltaTable(table(env, "events_zordered")).to_pyarrow_table().num_rows == n
+
+    # Run 2: the incremental model's partitions now hold enough small files: auto compaction, auto=true.
+    dbt(env, "run", "-s", "events_incremental", "--vars", "{batch: 1}")
+    r = results(env)[-1]
+    assert r["table"] == "ddo_it.events_incremental" and r["status"] == "runOnModifiedPartitions"
+    (ac,) = optimize_commits(inc)
+    assert str(ac["operationParameters"]["auto"]).lower() == "true"
+    assert set(files_per_partition(inc).values()) == {1}
+    t = DeltaTable(inc).to_pyarrow_table()
+    assert t.num_rows == 2 * n and sorted(set(t.column("batch").to_pylist())) == [0, 1]
+
+    # Run-wide opt-out: the write lands, nothing is compacted.
+    before = len(optimize_commits(inc))
+    dbt(env, "run", "-s", "events_incremental", "--vars", "{batch: 2, DELTA_OPTIMIZE_SKIP: true}")
+    assert len(optimize_commits(inc)) == before and max(files_per_partition(inc).values()) > 1
+
+    # run-operation: dry run plans and writes nothing; a real run compacts; non-Delta and skip: true are noted.
+    n_results = len(results(env))
+    version = DeltaTable(inc).version()
+    dbt(env, "run-operation", "optimize", "--args", "{select: 'events_incremental parquet_model skipped_model', dry_run: true}")
+    new = results(env)[n_results:]
+    by_table = {x["table"]: x for x in new}
+    assert {t: x["status"] for t, x in by_table.items()} == {
+        "ddo_it.events_incremental": "planned",
+        "ddo_it.parquet_model": "skipped",
+    }  # skipped_model (meta skip: true) is only logged
+    assert by_table["ddo_it.events_incremental"]["plan"]["numBins"] >= 1 and DeltaTable(inc).version() == version
+    out = dbt(env, "run-operation", "optimize", "--args", "{select: events_incremental}")
+    assert "delta_optimize ddo_it.events_incremental: optimize" in out
+    assert set(files_per_partition(inc).values()) == {1}
+    last = optimize_commits(inc)[0]
+    assert str(last["operationParameters"]["auto"]).lower() == "false"
+    assert DeltaTable(inc).to_pyarrow_table().num_rows == 3 * n
+
+    # on-run-end variant: hooks off, one pass at the end of the run.
+    for batch in (3, 4):
+        dbt(env, "run", "-s", "events_incremental", "--vars", f"{{batch: {batch}, use_post_hooks: false, use_on_run_end: true}}")
+    assert results(env)[-1]["status"] == "runOnModifiedPartitions"
+    assert set(files_per_partition(inc).values()) == {1}
+    assert DeltaTable(inc).to_pyarrow_table().num_rows == 5 * n
