@@ -10,6 +10,8 @@
     {{ exceptions.raise_compiler_error("dbt_delta_optimize.optimize needs select (model names, tag:NAME or *) or table (schema.table).") }}
   {% endif %}
   {% set bridge = dbt_delta_optimize._delta_optimize_bridge() %}
+  {#- run-operation may not have opened the adapter's session yet: make dbt-spark create it, with the profile's confs -#}
+  {% do run_query('select 1') %}
   {% set targets = [] %}
   {% if table is not none %}
     {% do targets.append({'table': table, 'model': none, 'file_format': none}) %}
