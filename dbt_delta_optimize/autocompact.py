@@ -367,7 +367,9 @@ def auto_compact(
         info = {v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits}
         data_commits = [(v, acts) for v, acts in commits if info[v].get("operation") not in ("OPTIMIZE", "REORG")]
         if not data_commits:
-            return result(SKIP_OWN_COMMIT, "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output" if commits else "no commits after since_version")
+            if not commits:
+                return result(SKIP_EMPTY_INGESTION, f"no commits after version {since_version}")
+            return result(SKIP_OWN_COMMIT, "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output")
         # delta-spark's isQualifiedForAutoCompact: nonBlindAppend only applies with modifiedPartitionsOnly.
         if config.non_blind_append and config.modified_partitions_only and all(info[v].get("isBlindAppend") for v, _ in data_commits):
             return result(SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append")

@@ -1,66 +1,88 @@
-"""`make demo`: build a small-file Delta table with delta-spark, then compact it with our executor.
+"""`make demo`: the integration dbt project built on an embedded local Spark with Delta.
 
-Prints the snapshot as our deltalake-based reader sees it before and after, and checks that
-both engines read the same rows afterwards.
+Runs ``dbt deps``, ``dbt seed``, three ``dbt run``s (the incremental model appends small files
+until auto compaction kicks in) and ``dbt run-operation optimize``, then prints per table the
+files before and after and the decision taken, from target/delta_optimize_results.json.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT = os.path.join(ROOT, "integration_tests")
 
-def _print_summary(title: str, summary: dict) -> None:
-    print(f"\n== {title}: version {summary['version']}, {summary['numFiles']} files, {summary['sizeBytes']:,} bytes")
-    for p in summary["partitions"]:
-        print(f"   {p['partition']:<24} {p['numFiles']:>4} files {p['sizeBytes']:>10,} bytes")
+
+def demo_env(work: str) -> dict[str, str]:
+    """Environment for dbt-spark `method: session` with Delta's jars and state under ``work``."""
+    from .spark import default_jars_dir, delta_jars
+
+    jars = delta_jars()
+    if not jars:
+        raise SystemExit(f"Delta's jars are missing in {default_jars_dir()}: run `make setup`.")
+    env = dict(os.environ)
+    env.update(
+        DBT_PROFILES_DIR=PROJECT,
+        DBT_DELTA_OPTIMIZE_JARS=",".join(jars),
+        DBT_DELTA_OPTIMIZE_WAREHOUSE=os.path.join(work, "warehouse"),
+        DBT_DELTA_OPTIMIZE_METASTORE=os.path.join(work, "metastore_db"),
+        DBT_TARGET_PATH=os.path.join(work, "target"),
+        DBT_LOG_PATH=os.path.join(work, "logs"),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+        PYSPARK_PYTHON=sys.executable,
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    )
+    return env
+
+
+def _dbt(env: dict[str, str], *args: str) -> None:
+    t0 = time.time()
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "dbt"), *args], cwd=PROJECT, env=env, capture_output=True, text=True
+    )
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if "delta_optimize " in line:
+            print("   " + line.split("delta_optimize ", 1)[1])
+    print(f"$ dbt {' '.join(args)}  ({time.time() - t0:.0f}s, exit {proc.returncode})")
+    if proc.returncode != 0:
+        print((proc.stdout + proc.stderr)[-4000:])
+        raise SystemExit(proc.returncode)
 
 
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
-    from .executor import optimize
-    from .snapshot import load_snapshot, summarize
-    from .spark import get_spark
 
-    root = os.path.abspath(os.environ.get("DEMO_DIR", ".delta_optimize/demo"))
-    shutil.rmtree(root, ignore_errors=True)
-    table = os.path.join(root, "events")
-    print(f"dbt-delta-optimize {__version__} demo: table at {table}")
-    t0 = time.time()
-    spark = get_spark(work_dir=os.path.join(root, "spark"), catalog="in-memory", master="local[2]")
-    print(f"embedded Spark {spark.version} with Delta started in {time.time() - t0:.1f}s")
-    for batch in range(12):  # a dozen small appends, like an incremental model run a dozen times
-        (
-            spark.range(batch * 2000, (batch + 1) * 2000)
-            .selectExpr("id", "date_add(DATE'2024-01-01', CAST(id % 6 AS INT)) AS event_date", "id % 97 AS user_id", "uuid() AS payload")
-            .repartition(3)
-            .write.format("delta")
-            .mode("append")
-            .partitionBy("event_date")
-            .save(table)
-        )
-    rows_before = spark.read.format("delta").load(table).count()
-    _print_summary("before (written by delta-spark)", summarize(load_snapshot(table)))
+    work = os.path.abspath(os.environ.get("DEMO_DIR", ".delta_optimize/demo"))
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = demo_env(work)
+    print(f"dbt-delta-optimize {__version__} demo: dbt project {PROJECT}, state in {work}\n")
+    _dbt(env, "deps")
+    _dbt(env, "seed")
+    for batch in range(3):
+        _dbt(env, "run", "--vars", f"{{batch: {batch}}}")
+    _dbt(env, "run-operation", "optimize", "--args", "{select: '*'}")
 
-    metrics = optimize(spark, table)
-    m = metrics.to_dict()
-    after = load_snapshot(table)
-    _print_summary("after dbt-delta-optimize OPTIMIZE", summarize(after))
-    print(
-        f"\nOPTIMIZE: {m['numFilesRemoved']} files -> {m['numFilesAdded']} in {m['partitionsOptimized']} partitions, "
-        f"{m['numBins']} bins, committed as version(s) {m['committedVersions']}, {(m['endTimeMs'] - m['startTimeMs']) / 1000:.1f}s"
-    )
+    with open(os.path.join(work, "target", "delta_optimize_results.json")) as fh:
+        results = json.load(fh)
+    print(f"\n{'step':<5} {'table':<28} {'decision':<26} {'files':>12} {'seconds':>8}")
+    for i, r in enumerate(results, 1):
+        files = f"{r.get('files_before', '-')} -> {r.get('files_after', '-')}"
+        print(f"{i:<5} {r['table']:<28} {r.get('decision', r.get('status')):<26} {files:>12} {r.get('seconds', 0):>8}")
     from deltalake import DeltaTable
 
-    rows_spark = spark.read.format("delta").load(table).count()
-    rows_rs = DeltaTable(table).to_pyarrow_table().num_rows
-    print(f"rows: before {rows_before}, after via delta-spark {rows_spark}, via delta-rs {rows_rs}")
-    hist = spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").collect()[0]
-    print(f"delta-spark history: version {hist['version']} {hist['operation']} by {hist['engineInfo']}")
-    ok = rows_before == rows_spark == rows_rs
-    print("demo OK" if ok else "demo FAILED: row counts differ")
+    table = os.path.join(work, "warehouse", "ddo_it.db", "events_incremental")
+    dt = DeltaTable(table)
+    ops = [h["operation"] + (" (auto)" if str(h.get("operationParameters", {}).get("auto")).lower() == "true" else "") for h in dt.history()]
+    rows = dt.to_pyarrow_table().num_rows
+    print(f"\nevents_incremental: {rows} rows (3 runs x 60), {len(dt.file_uris())} files, history newest first: {ops}")
+    ok = rows == 180
+    print("demo OK" if ok else "demo FAILED: unexpected row count")
     return 0 if ok else 1
 
 
