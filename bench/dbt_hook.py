@@ -1,0 +1,77 @@
+"""Benchmark: cost of the post-hook in a real `dbt run` (integration project, dbt-spark session).
+
+Not a test. For each case, runs the same `dbt run -s events_incremental` with the post-hook and
+without it (var use_post_hooks), alternating order over repeats, each on fresh state:
+- nothing qualifies: the first build of the table (1-2 small files per partition, min_num_files 3);
+- compaction runs: a third append after two hook-less runs (auto compaction compacts).
+Prints median wall times and the overhead ratio.
+
+    .venv/bin/python bench/dbt_hook.py --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from dbt_delta_optimize.demo import PROJECT, demo_env  # noqa: E402
+
+
+def dbt(env, *args) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "dbt"), *args], cwd=PROJECT, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit((p.stdout + p.stderr)[-3000:])
+    return time.perf_counter() - t0
+
+
+def fresh(base: str, name: str) -> dict:
+    work = os.path.join(base, name)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = demo_env(work)
+    dbt(env, "seed")
+    return env
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    base = tempfile.mkdtemp(prefix="ddo-hook-bench-")
+    dbt(demo_env(os.path.join(base, "deps")), "deps")
+    times = {(case, hooks): [] for case in ("nothing qualifies", "compaction runs") for hooks in (True, False)}
+    for r in range(args.repeats):
+        order = (True, False) if r % 2 == 0 else (False, True)
+        for hooks in order:
+            flag = "true" if hooks else "false"
+            env = fresh(base, f"q{r}{flag}")
+            t = dbt(env, "run", "-s", "events_incremental", "--vars", f"{{batch: 0, use_post_hooks: {flag}}}")
+            times[("nothing qualifies", hooks)].append(t)
+            env = fresh(base, f"c{r}{flag}")
+            for b in (0, 1):
+                dbt(env, "run", "-s", "events_incremental", "--vars", f"{{batch: {b}, use_post_hooks: false}}")
+            t = dbt(env, "run", "-s", "events_incremental", "--vars", f"{{batch: 2, use_post_hooks: {flag}}}")
+            times[("compaction runs", hooks)].append(t)
+            print(f"repeat {r} hooks={hooks}: nothing-qualifies {times[('nothing qualifies', hooks)][-1]:.1f}s, "
+                  f"compaction {times[('compaction runs', hooks)][-1]:.1f}s", flush=True)
+    print("\n| case | dbt run with hook | without | overhead |")
+    print("|---|---|---|---|")
+    for case in ("nothing qualifies", "compaction runs"):
+        on, off = statistics.median(times[(case, True)]), statistics.median(times[(case, False)])
+        print(f"| {case} | {on:.1f}s | {off:.1f}s | {100 * (on - off) / off:+.1f}% |")
+    shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
