@@ -136,7 +136,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="small,large", help="comma list of: small, large")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--large-rows", type=int, default=16_000_000, help="rows of the large case (~1.1 GB at 16M)")
+    ap.add_argument("--large-rows", type=int, default=20_000_000, help="rows of the large case (~1.08 GB at 20M)")
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
 
