@@ -84,10 +84,10 @@ def _validate_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _files(location: str) -> tuple[int, int]:
-    from .snapshot import load_snapshot
+    from .snapshot import file_counts
 
-    snap = load_snapshot(location)
-    return len(snap.files), snap.total_size
+    _, count, size = file_counts(location)
+    return count, size
 
 
 def _table_location(table: str):
@@ -97,10 +97,22 @@ def _table_location(table: str):
 
     try:
         return resolve_table(table, _spark()), None
-    except NotADeltaTableError as exc:
+    except (NotADeltaTableError, TableNotFoundError) as exc:
         return None, f"skipped: {exc}"
-    except TableNotFoundError as exc:
-        return None, f"skipped: {exc}"
+
+
+def _delta_location(record: dict[str, Any], table: str, file_format: str | None) -> str | None:
+    """The table's location, or None after marking ``record`` skipped (non-Delta model, missing table)."""
+    if file_format is not None and str(file_format).lower() != "delta":
+        record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
+        return None
+    location, note = _table_location(table)
+    if location is None:
+        record.update(decision="skipped", status="skipped", reason=note)
+        return None
+    record["location"] = location
+    record["files_before"], record["bytes_before"] = _files(location)
+    return location
 
 
 def record_version(table: str) -> str:
@@ -119,10 +131,12 @@ def run_model(table: str, settings: Mapping[str, Any] | None = None, *, model: s
     """Post-hook body: auto compaction (default) or a full OPTIMIZE of one model's table, per its settings.
 
     Never raises for a failed compaction: the result carries ``status`` ``failed`` and ``error``,
-    and the macro decides (on_error) whether the model fails.
+    and the macro decides (on_error) whether the model fails. The cost when nothing qualifies is
+    kept to a catalog lookup and two log reads (the hook runs after every model).
     """
     t0 = time.perf_counter()
     record: dict[str, Any] = {"table": table, "model": model, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    since = _versions.pop(table, None)
     try:
         s = _validate_settings(settings)
         record["mode"] = s.get("mode", "auto")
@@ -130,36 +144,38 @@ def run_model(table: str, settings: Mapping[str, Any] | None = None, *, model: s
         if s.get("skip") or record["mode"] == "never":
             record.update(decision="skipped", status="skipped", reason="meta.delta_optimize skip/never")
             return _finish(record, t0)
-        if file_format is not None and str(file_format).lower() != "delta":
-            record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
-            return _finish(record, t0)
-        location, note = _table_location(table)
+        location = _delta_location(record, table, file_format)
         if location is None:
-            record.update(decision="skipped", status="skipped", reason=note)
             return _finish(record, t0)
-        record["location"] = location
-        record["files_before"], record["bytes_before"] = _files(location)
         spark = _spark()
         overrides = {k: s[k] for k in ("min_file_size", "max_file_size") if s.get(k) is not None}
         if record["mode"] == "optimize":
             from .executor import optimize
 
             m = optimize(spark, location, s.get("where"), s.get("zorder_by"), curve=s.get("curve", "zorder"), **overrides)
-            record.update(decision="optimize", status="optimized" if m.committed_versions else "nothingToDo", metrics=m.to_dict())
+            wrote = bool(m.committed_versions)
+            record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=m.to_dict())
         else:
             from .autocompact import auto_compact
 
             if s.get("min_num_files") is not None:
                 overrides["min_num_files"] = s["min_num_files"]
-            since = _versions.pop(table, None)
             r = auto_compact(spark, location, since if since is not None and since >= 0 else None, enabled=True, **overrides)
+            wrote = r.ran or bool(r.error)  # a failed run may have committed some batches
             record.update(decision=r.status, status=r.status, reason=r.reason, auto_compact=r.to_dict())
             if r.error:
                 record["error"] = r.error
-        record["files_after"], record["bytes_after"] = _files(location)
+        _files_after(record, location, wrote)
     except Exception as exc:  # the model must not fail because compaction did (unless on_error: fail)
         record.update(status="failed", decision=record.get("decision", "failed"), error=f"{type(exc).__name__}: {exc}")
     return _finish(record, t0)
+
+
+def _files_after(record: dict[str, Any], location: str, wrote: bool) -> None:
+    if wrote:
+        record["files_after"], record["bytes_after"] = _files(location)
+    else:  # nothing committed: the counts cannot have changed because of us
+        record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
 
 
 def _finish(record: dict[str, Any], t0: float) -> dict[str, Any]:
@@ -190,23 +206,19 @@ def run_operation(
     record: dict[str, Any] = {"table": table, "model": model, "mode": "optimize", "dry_run": bool(dry_run)}
     try:
         s = _validate_settings({"where": where, "zorder_by": zorder_by})
-        if file_format is not None and str(file_format).lower() != "delta":
-            record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
-            return _finish(record, t0)
-        location, note = _table_location(table)
+        location = _delta_location(record, table, file_format)
         if location is None:
-            record.update(decision="skipped", status="skipped", reason=note)
             return _finish(record, t0)
         from .executor import optimize
 
-        record["location"] = location
-        record["files_before"], record["bytes_before"] = _files(location)
         result = optimize(_spark(), location, s.get("where"), s.get("zorder_by"), dry_run=bool(dry_run))
         if dry_run:
             record.update(decision="plan", status="planned", plan=result.to_dict())
+            _files_after(record, location, False)
         else:
-            record.update(decision="optimize", status="optimized" if result.committed_versions else "nothingToDo", metrics=result.to_dict())
-        record["files_after"], record["bytes_after"] = _files(location)
+            wrote = bool(result.committed_versions)
+            record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=result.to_dict())
+            _files_after(record, location, wrote)
     except Exception as exc:
         record.update(status="failed", decision="failed", error=f"{type(exc).__name__}: {exc}")
     return _finish(record, t0)

@@ -195,7 +195,14 @@ class OptimizeExecutor:
         snap = self.snapshot
         schema = StructType.fromJson({"type": "struct", "fields": snap.data_fields})
         paths = [snap.file_path(f.path) for f in b.files]
-        df = self.spark.read.schema(schema).parquet(*paths)
+        if all(p.startswith(("/", "file:")) for p in paths):
+            # Local files: stat them on the driver; Spark's default lists >32 paths with a job (~0.5 s).
+            from .spark import LISTING_THRESHOLD_KEY, scoped_defaults
+
+            with scoped_defaults(self.spark, {LISTING_THRESHOLD_KEY: str(max(32, len(paths) + 1))}):
+                df = self.spark.read.schema(schema).parquet(*paths)
+        else:
+            df = self.spark.read.schema(schema).parquet(*paths)
         return df.select(*[f"`{f['name']}`" for f in snap.data_fields])
 
     def _rewrite_bin(self, b: Bin, group: str, staging: str, state: _RunState) -> BinResult:
@@ -250,13 +257,15 @@ class OptimizeExecutor:
 
     def _rewrite_bin_clustered(self, b: Bin, staging: str, state: _RunState) -> tuple[AddFile, ...]:
         """Z-order/Hilbert: range-partition the whole partition along the curve into max(1, bytes/maxFileSize) files."""
+        from .spark import jit_sized_codegen
         from .zorder import cluster
 
         approx = max(1, b.size // self.config.max_file_size)
         counts = [f.num_records for f in b.files]
         total_rows = sum(counts) if all(c is not None for c in counts) else None
         df = cluster(self.spark, self._input_df(b), approx, self.clustering, total_rows)
-        df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
+        with jit_sized_codegen(self.spark):
+            df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
         return self._collect_staged(b, staging, state, tags=self.clustering.tags())
 
     def _rewrite_bin_spark(self, b: Bin, staging: str, state: _RunState) -> tuple[AddFile, ...]:

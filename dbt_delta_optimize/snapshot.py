@@ -19,7 +19,7 @@ from .actions import ADD, AddFile, Metadata, Protocol
 from .errors import NotADeltaTableError, TableNotFoundError
 from .storage import local_path, table_uri
 
-__all__ = ["Snapshot", "latest_version", "load_snapshot", "read_commit", "read_commits"]
+__all__ = ["Snapshot", "file_counts", "latest_version", "load_snapshot", "read_commit", "read_commits"]
 
 _LOG = "_delta_log"
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
@@ -208,6 +208,18 @@ def load_snapshot(location: str, version: int | None = None) -> Snapshot:
         files.append(AddFile.from_json(action))
     files.sort(key=lambda f: f.path)
     return Snapshot(path, v, protocol, metadata, tuple(files))
+
+
+def file_counts(location: str) -> tuple[int, int, int]:
+    """(version, live files, live bytes): what a report needs, without the raw-action lookup of load_snapshot."""
+    path = _check_location(location)
+    from deltalake import DeltaTable
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dt = DeltaTable(path)
+    sizes = pa.table(dt.get_add_actions(flatten=False)).column("size_bytes")
+    return dt.version(), len(sizes), int(pc.sum(sizes).as_py() or 0)
 
 
 def partition_key(values: Mapping[str, str | None], columns: Iterable[str]) -> tuple[str | None, ...]:

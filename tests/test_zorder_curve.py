@@ -119,3 +119,57 @@ def test_spark_curve_keys_equal_the_reference_implementation(spark, curve, dims)
     assert [ref(list(i), spec.bits) for i in by_spark] == [ref(list(i), spec.bits) for i in by_python]
     if dims * spec.bits > 62:
         assert len(key_names) > 1  # 7 columns x 10 bits needs two 62-bit chunks
+
+
+# --------------------------------------------------------------- file split points (pure)
+def test_key_chunks_compare_like_the_whole_index():
+    from dbt_delta_optimize.zorder import _key_chunks
+
+    rnd = random.Random(4)
+    for total in (10, 62, 63, 90, 124, 130):
+        idx = sorted(rnd.randrange(1 << total) for _ in range(300))
+        chunks = [_key_chunks(i, total) for i in idx]
+        assert chunks == sorted(chunks) and len(chunks[0]) == -(-total // 62)
+        assert all(c < (1 << 62) for ch in chunks for c in ch)
+    assert _key_chunks((1 << 70) - 1, 70) == ((1 << 62) - 1, (1 << 8) - 1)
+
+
+def test_split_points_cut_distinct_keys_exactly_and_split_heavy_keys_by_noise():
+    from dbt_delta_optimize.zorder import split_points
+
+    spec = ClusteringSpec((("a",), ("b",)), "zorder", num_ranges=16)
+    bounds = [list(range(15)), list(range(15))]  # ids = the values themselves
+    rows = [(a, b) for a in range(16) for b in range(16)]  # 256 distinct cells
+    splits = split_points(rows, bounds, spec, 4)
+    assert len(splits) == 3 and all(s[-1] == 127 for s in splits), "a distinct key never straddles two files"
+    zs = sorted(interleave_bits([a, b], spec.bits) for a, b in rows)
+    assert [s[0] for s in splits] == [zs[63], zs[127], zs[191]]  # quarters of the sorted curve keys
+
+    heavy = [(3, 3)] * 400 + rows
+    splits = split_points(heavy, bounds, spec, 4)
+    z33 = interleave_bits([3, 3], spec.bits)
+    inside = [s for s in splits if s[0] == z33]
+    assert len(inside) >= 2 and any(s[-1] != 127 for s in inside), "a heavy key is spread over files by its noise byte"
+    assert splits == sorted(splits)
+
+    quiet = ClusteringSpec((("a",), ("b",)), "hilbert", num_ranges=16, add_noise=False)
+    splits = split_points(rows, bounds, quiet, 4)
+    hs = sorted(hilbert_index([a, b], quiet.bits) for a, b in rows)
+    assert splits == [(hs[63],), (hs[127],), (hs[191],)]
+    assert split_points(rows, bounds, spec, 1) == [] and split_points([], bounds, spec, 4) == []
+
+
+def test_aligned_boundary_picks_the_most_aligned_index_in_the_window():
+    from dbt_delta_optimize.zorder import _aligned_boundary
+
+    assert _aligned_boundary(57, 69) == 64
+    assert _aligned_boundary(64, 69) == 68  # in (64, 69], 68 has two trailing zero bits, 66 one
+    assert _aligned_boundary(1000, 1030) == 1024
+    assert _aligned_boundary(5, 6) == 6 and _aligned_boundary(6, 6) is None and _aligned_boundary(7, 6) is None
+    rnd = random.Random(8)
+    for _ in range(2000):
+        lo = rnd.randrange(1 << 20)
+        hi = lo + rnd.randrange(1, 5000)
+        m = _aligned_boundary(lo, hi)
+        tz = (m & -m).bit_length()
+        assert lo < m <= hi and all(((v & -v).bit_length() <= tz) for v in range(lo + 1, hi + 1))
