@@ -32,7 +32,8 @@ def tables(spark, tmp_path):
     spark.sql(f"CREATE TABLE ddo_names.external USING delta LOCATION '{ext}'")
     spark.range(0, 4).write.format("parquet").saveAsTable("ddo_names.pq")
     spark.sql("CREATE OR REPLACE VIEW ddo_names.v AS SELECT * FROM ddo_names.managed")
-    yield {"ext": ext}
+    detail = {n: _detail_location(spark, f"ddo_names.{n}") for n in ("managed", "external")}
+    yield {"ext": ext, "detail": detail}
     spark.sql("DROP SCHEMA ddo_names CASCADE")
 
 
@@ -40,16 +41,8 @@ def _detail_location(spark, name):
     return spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]["location"]
 
 
-def test_names_resolve_to_describe_detail_location_without_describe_detail(spark, tables, monkeypatch):
-    expected = {n: _detail_location(spark, f"ddo_names.{n}") for n in ("managed", "external")}
-    real = type(spark).sql
-
-    def sql(self, query, *a, **kw):
-        if "DETAIL" in query.upper():
-            pytest.fail(f"fast path expected, got {query}")
-        return real(self, query, *a, **kw)
-
-    monkeypatch.setattr(type(spark), "sql", sql)
+def test_names_resolve_to_describe_detail_location_without_describe_detail(spark, tables, no_describe_detail):
+    expected = tables["detail"]
     assert resolve_table("ddo_names.managed", spark) == expected["managed"]
     assert resolve_table("`ddo_names`.`external`", spark) == expected["external"]
     assert expected["external"].rstrip("/").endswith(tables["ext"].rstrip("/"))
