@@ -86,8 +86,7 @@ def _validate_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
 def _files(location: str) -> tuple[int, int]:
     from .snapshot import file_counts
 
-    _, count, size = file_counts(location)
-    return count, size
+    return file_counts(location)
 
 
 def _table_location(table: str):

@@ -195,13 +195,11 @@ class OptimizeExecutor:
         snap = self.snapshot
         schema = StructType.fromJson({"type": "struct", "fields": snap.data_fields})
         paths = [snap.file_path(f.path) for f in b.files]
-        if all(p.startswith(("/", "file:")) for p in paths):
-            # Local files: stat them on the driver; Spark's default lists >32 paths with a job (~0.5 s).
-            from .spark import LISTING_THRESHOLD_KEY, scoped_defaults
+        from .spark import LISTING_THRESHOLD_KEY, scoped_defaults
 
-            with scoped_defaults(self.spark, {LISTING_THRESHOLD_KEY: str(max(32, len(paths) + 1))}):
-                df = self.spark.read.schema(schema).parquet(*paths)
-        else:
+        # Local files: stat them on the driver; Spark's default lists >32 paths with a job (~0.5 s).
+        local = all(p.startswith(("/", "file:")) for p in paths)
+        with scoped_defaults(self.spark, {LISTING_THRESHOLD_KEY: str(max(32, len(paths) + 1))} if local else {}):
             df = self.spark.read.schema(schema).parquet(*paths)
         return df.select(*[f"`{f['name']}`" for f in snap.data_fields])
 

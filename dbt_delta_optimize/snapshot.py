@@ -210,8 +210,8 @@ def load_snapshot(location: str, version: int | None = None) -> Snapshot:
     return Snapshot(path, v, protocol, metadata, tuple(files))
 
 
-def file_counts(location: str) -> tuple[int, int, int]:
-    """(version, live files, live bytes): what a report needs, without the raw-action lookup of load_snapshot."""
+def file_counts(location: str) -> tuple[int, int]:
+    """(live files, live bytes): what a report needs, without the raw-action lookup of load_snapshot."""
     path = _check_location(location)
     from deltalake import DeltaTable
     import pyarrow as pa
@@ -219,7 +219,7 @@ def file_counts(location: str) -> tuple[int, int, int]:
 
     dt = DeltaTable(path)
     sizes = pa.table(dt.get_add_actions(flatten=False)).column("size_bytes")
-    return dt.version(), len(sizes), int(pc.sum(sizes).as_py() or 0)
+    return len(sizes), int(pc.sum(sizes).as_py() or 0)
 
 
 def partition_key(values: Mapping[str, str | None], columns: Iterable[str]) -> tuple[str | None, ...]:

@@ -222,9 +222,8 @@ def _session_catalog_lookup(table: str, spark: "SparkSession") -> tuple[str, str
 HUGE_METHOD_KEY = "spark.sql.codegen.hugeMethodLimit"
 #: Above this many input paths Spark lists files with a distributed job (32 by default).
 LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-_UNSET = "unset"
 _scoped_lock = threading.Lock()
-_scoped_users: dict[tuple[int, str], tuple[int, str]] = {}
+_scoped_users: dict[tuple[int, str], tuple[int, bool]] = {}  # (session, key) -> (users, we set it)
 
 
 @contextmanager
@@ -236,25 +235,23 @@ def scoped_defaults(spark: "SparkSession", confs: Mapping[str, str]) -> Iterator
     """
     keys = [(id(spark), k) for k in confs]
     with _scoped_lock:
-        for (sid, k), v in zip(keys, confs.values()):
-            count, saved = _scoped_users.get((sid, k), (0, _UNSET))
+        for key, value in zip(keys, confs.values()):
+            count, ours = _scoped_users.get(key, (0, False))
             if count == 0:
-                saved = _UNSET if not _explicitly_set(spark, k) else "set"
-                if saved == _UNSET:
-                    spark.conf.set(k, v)
-            _scoped_users[(sid, k)] = (count + 1, saved)
+                ours = not _explicitly_set(spark, key[1])
+                if ours:
+                    spark.conf.set(key[1], value)
+            _scoped_users[key] = (count + 1, ours)
     try:
         yield
     finally:
         with _scoped_lock:
-            for sid, k in keys:
-                count, saved = _scoped_users[(sid, k)]
-                if count == 1:
-                    del _scoped_users[(sid, k)]
-                    if saved == _UNSET:
-                        spark.conf.unset(k)
-                else:
-                    _scoped_users[(sid, k)] = (count - 1, saved)
+            for key in keys:
+                count, ours = _scoped_users.pop(key)
+                if count > 1:
+                    _scoped_users[key] = (count - 1, ours)
+                elif ours:
+                    spark.conf.unset(key[1])
 
 
 def _explicitly_set(spark: "SparkSession", key: str) -> bool:
