@@ -29,7 +29,7 @@ $(JARS_DIR)/.resolved: build-support/delta-jars.pom.xml | $(VENV)/bin/python
 jars: $(JARS_DIR)/.resolved
 
 demo: setup
-	$(PY) -m dbt_delta_optimize.demo
+	$(PY) -m dbt_delta_optimize.dbt.demo
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -151,9 +151,16 @@ def add_optimize_commit(path: str, live: dict[str, list[dict]]) -> None:
     rows = ROWS_PER_FILE * len(victims)
     rel = f"part=p47/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
     ids = [i for _ in victims for i in range(47000, 47000 + ROWS_PER_FILE)]
-    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "value": [f"v{i}" for i in ids]}), os.path.join(path, rel))
+    pq.write_table(
+        pa.table({"id": pa.array(ids, pa.int64()), "value": [f"v{i}" for i in ids]}), os.path.join(path, rel)
+    )
     size = os.path.getsize(os.path.join(path, rel))
-    stats = {"numRecords": rows, "minValues": {"id": min(ids), "value": "v47000"}, "maxValues": {"id": max(ids), "value": "v47003"}, "nullCount": {"id": 0, "value": 0}}
+    stats = {
+        "numRecords": rows,
+        "minValues": {"id": min(ids), "value": "v47000"},
+        "maxValues": {"id": max(ids), "value": "v47003"},
+        "nullCount": {"id": 0, "value": 0},
+    }
     ts = int(time.time() * 1000)
     actions = [
         {
@@ -164,18 +171,36 @@ def add_optimize_commit(path: str, live: dict[str, list[dict]]) -> None:
                 "isBlindAppend": False,
             }
         },
-        {"add": {"path": rel, "partitionValues": {"part": "p47"}, "size": size, "modificationTime": ts, "dataChange": False, "stats": json.dumps(stats)}},
+        {
+            "add": {
+                "path": rel,
+                "partitionValues": {"part": "p47"},
+                "size": size,
+                "modificationTime": ts,
+                "dataChange": False,
+                "stats": json.dumps(stats),
+            }
+        },
     ]
     for a in victims:
         actions.append(
-            {"remove": {"path": a["path"], "deletionTimestamp": ts, "dataChange": False, "extendedFileMetadata": True, "partitionValues": a["partitionValues"], "size": a["size"]}}
+            {
+                "remove": {
+                    "path": a["path"],
+                    "deletionTimestamp": ts,
+                    "dataChange": False,
+                    "extendedFileMetadata": True,
+                    "partitionValues": a["partitionValues"],
+                    "size": a["size"],
+                }
+            }
         )
     _write_commit(os.path.join(path, "_delta_log"), COMMITS, actions)
 
 
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
-    k = max(0, min(len(xs) - 1, int(round(q * (len(xs) - 1)))))
+    k = max(0, min(len(xs) - 1, round(q * (len(xs) - 1))))
     return xs[k]
 
 
@@ -198,7 +223,7 @@ def main() -> int:
         print(f"table {path}: {summary}, checkpoint at version {COMMITS - 1}")
 
         t0 = time.perf_counter()
-        from dbt_delta_optimize.autocompact import auto_compact
+        from dbt_delta_optimize.plan.autocompact import auto_compact
 
         import_ms = (time.perf_counter() - t0) * 1000
         cases = [
@@ -207,8 +232,10 @@ def main() -> int:
             ("skipOwnCommit", dict(since_version=COMMITS - 1, enabled=True)),
         ]
         first = None
-        print(f"import dbt_delta_optimize.autocompact: {import_ms:.0f} ms")
-        print(f"{'path':<24}{'status':<24}{'first ms':>9}{'median ms':>11}{'p95 ms':>9}{'max ms':>9}  (n={args.repeats}, wall clock per call)")
+        print(f"import dbt_delta_optimize.plan.autocompact: {import_ms:.0f} ms")
+        print(
+            f"{'path':<24}{'status':<24}{'first ms':>9}{'median ms':>11}{'p95 ms':>9}{'max ms':>9}  (n={args.repeats}, wall clock per call)"
+        )
         for name, kw in cases:
             if name == "skipOwnCommit":
                 add_optimize_commit(path, live)

@@ -24,12 +24,18 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from dbt_delta_optimize.demo import PROJECT, demo_env  # noqa: E402
+from dbt_delta_optimize.dbt.demo import PROJECT, demo_env  # noqa: E402
 
 
 def dbt(env, *args) -> float:
     t0 = time.perf_counter()
-    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "dbt"), *args], cwd=PROJECT, env=env, capture_output=True, text=True)
+    p = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "dbt"), *args],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0:
         raise SystemExit((p.stdout + p.stderr)[-3000:])
     return time.perf_counter() - t0
@@ -78,16 +84,21 @@ def main() -> int:
             times[("compaction runs", hooks)].append(t)
             if hooks:
                 inside["compaction runs"].append(hook_seconds(env))
-            print(f"repeat {r} hooks={hooks}: nothing-qualifies {times[('nothing qualifies', hooks)][-1]:.1f}s, "
-                  f"compaction {times[('compaction runs', hooks)][-1]:.1f}s", flush=True)
+            print(
+                f"repeat {r} hooks={hooks}: nothing-qualifies {times[('nothing qualifies', hooks)][-1]:.1f}s, "
+                f"compaction {times[('compaction runs', hooks)][-1]:.1f}s",
+                flush=True,
+            )
     print("\n| case | dbt run with hook | without | overhead (wall) | time inside the hook | hook / run |")
     print("|---|---|---|---|---|---|")
     for case in ("nothing qualifies", "compaction runs"):
         on, off = statistics.median(times[(case, True)]), statistics.median(times[(case, False)])
         h = statistics.median(inside[case])
         print(f"| {case} | {on:.1f}s | {off:.1f}s | {100 * (on - off) / off:+.1f}% | {h:.2f}s | {100 * h / off:.1f}% |")
-    print("Wall-clock differences of one or two seconds are run-to-run noise (dbt and Spark start-up);"
-          " the time inside the hook is measured by the hook itself.")
+    print(
+        "Wall-clock differences of one or two seconds are run-to-run noise (dbt and Spark start-up);"
+        " the time inside the hook is measured by the hook itself."
+    )
     shutil.rmtree(base, ignore_errors=True)
     return 0
 

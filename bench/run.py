@@ -52,7 +52,7 @@ def dir_size(path: str) -> int:
 
 
 def run_ours(spark, path):
-    from dbt_delta_optimize.executor import optimize
+    from dbt_delta_optimize.engine.executor import optimize
 
     m = optimize(spark, path)
     return m.num_files_removed, m.num_files_added
@@ -83,7 +83,9 @@ def run_arrow_floor(spark, path):
         for fpath in sorted(glob.glob(os.path.join(d, "*.parquet"))):
             t = pq.read_table(fpath)
             if writer is None:
-                writer = pq.ParquetWriter(os.path.join(out, os.path.basename(d) + ".parquet"), t.schema, compression="snappy")
+                writer = pq.ParquetWriter(
+                    os.path.join(out, os.path.basename(d) + ".parquet"), t.schema, compression="snappy"
+                )
             writer.write_table(t)
         if writer:
             writer.close()
@@ -140,7 +142,7 @@ def main() -> int:
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
 
-    from dbt_delta_optimize.spark import get_spark
+    from dbt_delta_optimize.engine.session import get_spark
 
     work = args.work or tempfile.mkdtemp(prefix="ddo-bench-")
     spark = get_spark(work_dir=os.path.join(work, "spark"), catalog="in-memory", conf={"spark.driver.memory": "8g"})
@@ -151,7 +153,9 @@ def main() -> int:
     for name in args.cases.split(","):
         parts, files, rows = cases[name]
         results.append(bench_case(spark, work, name, parts, files, rows, args.repeats))
-    print("\n| case | files | size | ours | delta-spark | delta-rs | pyarrow floor | ours/delta-spark | ours/delta-rs |")
+    print(
+        "\n| case | files | size | ours | delta-spark | delta-rs | pyarrow floor | ours/delta-spark | ours/delta-rs |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         m = r["median_s"]

@@ -20,7 +20,6 @@ files a min/max-stats reader must open for a fixed, seeded set of range queries 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import random
@@ -52,8 +51,8 @@ def build_table(spark, path: str, rows: int, files: int, partitions: int) -> Non
 
 
 def data_bytes(path: str) -> tuple[int, int]:
-    from deltalake import DeltaTable
     import pyarrow as pa
+    from deltalake import DeltaTable
 
     t = pa.table(DeltaTable(path).get_add_actions(flatten=True))
     return t.num_rows, sum(t.column("size_bytes").to_pylist())
@@ -72,18 +71,20 @@ def queries(n: int = 100, seed: int = 42) -> list[tuple[float, float, float, flo
 
 def files_scanned(path: str, qs) -> tuple[int, int]:
     """(files whose [min, max] box on (x, y) from the AddFile stats meets a query, summed over queries; live files)."""
-    from deltalake import DeltaTable
     import pyarrow as pa
+    from deltalake import DeltaTable
 
     t = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pydict()
     boxes = list(zip(t["min.x"], t["max.x"], t["min.y"], t["max.y"]))
-    hit = sum(1 for (x0, x1, y0, y1) in qs for (a0, a1, b0, b1) in boxes if a0 <= x1 and a1 >= x0 and b0 <= y1 and b1 >= y0)
+    hit = sum(
+        1 for (x0, x1, y0, y1) in qs for (a0, a1, b0, b1) in boxes if a0 <= x1 and a1 >= x0 and b0 <= y1 and b1 >= y0
+    )
     return hit, len(boxes)
 
 
 def run_ours(curve):
     def run(spark, path, target):
-        from dbt_delta_optimize.executor import optimize
+        from dbt_delta_optimize.engine.executor import optimize
 
         m = optimize(spark, path, zorder_by=["x", "y"], curve=curve, max_file_size=target)
         return m.num_files_removed, m.num_files_added
@@ -126,7 +127,7 @@ def main() -> int:
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
 
-    from dbt_delta_optimize.spark import get_spark
+    from dbt_delta_optimize.engine.session import get_spark
 
     work = args.work or tempfile.mkdtemp(prefix="ddo-bench-zorder-")
     spark = get_spark(work_dir=os.path.join(work, "spark"), catalog="in-memory", conf={"spark.driver.memory": "8g"})

@@ -11,50 +11,50 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 _LAZY = {
-    "AddFile": "actions",
-    "AutoCompactResult": "autocompact",
-    "auto_compact": "autocompact",
-    "CommitResult": "commit",
-    "DeletionVector": "actions",
-    "Metadata": "actions",
-    "OptimizeConfig": "config",
-    "Protocol": "actions",
-    "RemoveFile": "actions",
-    "Snapshot": "snapshot",
-    "Transaction": "commit",
-    "ensure_write_supported": "protocol",
-    "get_spark": "spark",
-    "health_report": "health",
-    "optimize": "executor",
-    "OptimizeExecutor": "executor",
-    "OptimizeMetrics": "metrics",
-    "OptimizePlan": "planner",
-    "validate_actions": "validate",
-    "validate_commit": "validate",
-    "load_snapshot": "snapshot",
-    "read_commits": "snapshot",
+    "AddFile": "delta.actions",
+    "AutoCompactResult": "plan.autocompact",
+    "auto_compact": "plan.autocompact",
+    "CommitResult": "delta.commit",
+    "DeletionVector": "delta.actions",
+    "Metadata": "delta.actions",
+    "OptimizeConfig": "plan.config",
+    "Protocol": "delta.actions",
+    "RemoveFile": "delta.actions",
+    "Snapshot": "delta.snapshot",
+    "Transaction": "delta.commit",
+    "ensure_write_supported": "delta.protocol",
+    "get_spark": "engine.session",
+    "health_report": "inspect.health",
+    "optimize": "engine.executor",
+    "OptimizeExecutor": "engine.executor",
+    "OptimizeMetrics": "plan.metrics",
+    "OptimizePlan": "plan.planner",
+    "validate_actions": "inspect.validate",
+    "validate_commit": "inspect.validate",
+    "load_snapshot": "delta.snapshot",
+    "read_commits": "delta.snapshot",
 }
 
 __all__ = sorted([*_LAZY, "__version__", "errors"])
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .actions import AddFile, DeletionVector, Metadata, Protocol, RemoveFile
-    from .autocompact import AutoCompactResult, auto_compact
-    from .commit import CommitResult, Transaction
-    from .config import OptimizeConfig
-    from .protocol import ensure_write_supported
-    from .snapshot import Snapshot, load_snapshot, read_commits
-    from .executor import OptimizeExecutor, optimize
-    from .health import health_report
-    from .metrics import OptimizeMetrics
-    from .planner import OptimizePlan
-    from .spark import get_spark
-    from .validate import validate_actions, validate_commit
+    from .delta.actions import AddFile, DeletionVector, Metadata, Protocol, RemoveFile
+    from .delta.commit import CommitResult, Transaction
+    from .delta.protocol import ensure_write_supported
+    from .delta.snapshot import Snapshot, load_snapshot, read_commits
+    from .engine.executor import OptimizeExecutor, optimize
+    from .engine.session import get_spark
+    from .inspect.health import health_report
+    from .inspect.validate import validate_actions, validate_commit
+    from .plan.autocompact import AutoCompactResult, auto_compact
+    from .plan.config import OptimizeConfig
+    from .plan.metrics import OptimizeMetrics
+    from .plan.planner import OptimizePlan
 
 
 def __getattr__(name: str) -> Any:
     if name == "plugins":  # read by dbt's PluginManager, which has already imported dbt
-        from .dbt_bridge import DeltaOptimizePlugin
+        from .dbt.bridge import DeltaOptimizePlugin
 
         globals()["plugins"] = [DeltaOptimizePlugin]
         return globals()["plugins"]

@@ -29,13 +29,21 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from dbt_delta_optimize.errors import DeltaOptimizeError, InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError
-    from dbt_delta_optimize.executor import optimize
+    from dbt_delta_optimize.engine.executor import optimize
+    from dbt_delta_optimize.errors import (
+        DeltaOptimizeError,
+        InvalidArgumentError,
+        TableNotFoundError,
+        UnsupportedFeatureError,
+    )
 
     overrides = {
         k: v
         for k, v in dict(
-            min_file_size=args.min_file_size, max_file_size=args.max_file_size, max_threads=args.max_threads, batch_size=args.batch_size
+            min_file_size=args.min_file_size,
+            max_file_size=args.max_file_size,
+            max_threads=args.max_threads,
+            batch_size=args.batch_size,
         ).items()
         if v is not None
     }

@@ -18,10 +18,10 @@ import time
 
 
 def main(job_path: str) -> int:
-    from dbt_delta_optimize.actions import AddFile, RemoveFile
-    from dbt_delta_optimize.commit import Transaction
+    from dbt_delta_optimize.delta.actions import AddFile, RemoveFile
+    from dbt_delta_optimize.delta.commit import Transaction
+    from dbt_delta_optimize.delta.snapshot import load_snapshot
     from dbt_delta_optimize.errors import CommitConflictError
-    from dbt_delta_optimize.snapshot import load_snapshot
 
     with open(job_path) as fh:
         job = json.load(fh)
@@ -38,9 +38,13 @@ def main(job_path: str) -> int:
         time.sleep(0.001)
     for actions in batches:
         txn = Transaction(snapshot)
-        txn.track_read([a for a in snapshot.files if any(r.path == a.path for r in actions if isinstance(r, RemoveFile))])
+        txn.track_read(
+            [a for a in snapshot.files if any(r.path == a.path for r in actions if isinstance(r, RemoveFile))]
+        )
         try:
-            res = txn.commit(actions, job.get("operation", "WRITE"), job.get("parameters", {}), {"numFiles": len(actions)})
+            res = txn.commit(
+                actions, job.get("operation", "WRITE"), job.get("parameters", {}), {"numFiles": len(actions)}
+            )
         except CommitConflictError as exc:
             out = {"error": type(exc).__name__, "winning_version": exc.winning_version, "paths": list(exc.paths)}
         else:

@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from dbt_delta_optimize.spark import delta_jars, get_spark
+    from dbt_delta_optimize.engine.session import delta_jars, get_spark
 
     if not delta_jars() and os.environ.get("CI"):
         pytest.fail("Delta's jars are missing: run `make setup` (CI must never skip Spark tests).")

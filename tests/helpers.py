@@ -50,7 +50,9 @@ def assert_same_rows(spark, path: str, expected: list[tuple], columns: list[str]
 
 
 def log_versions(path: str) -> list[int]:
-    return sorted(int(n[:20]) for n in os.listdir(os.path.join(path, "_delta_log")) if n.endswith(".json") and n[:20].isdigit())
+    return sorted(
+        int(n[:20]) for n in os.listdir(os.path.join(path, "_delta_log")) if n.endswith(".json") and n[:20].isdigit()
+    )
 
 
 def log_snapshot(path: str) -> dict[str, bytes]:

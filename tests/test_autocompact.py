@@ -1,4 +1,4 @@
-"""Auto compaction (``dbt_delta_optimize.autocompact``), ported from delta-spark's AutoCompactSuite
+"""Auto compaction (``dbt_delta_optimize.plan.autocompact``), ported from delta-spark's AutoCompactSuite
 (behaviours 34-41 of the reference, §5) plus our deliberate differences (module docstring).
 
 delta-spark runs ITS OWN auto compaction inside ``df.write.save()`` when the table property
@@ -22,7 +22,8 @@ import os
 import random
 import subprocess
 import sys
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -30,11 +31,11 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
-from dbt_delta_optimize import autocompact as ac
-from dbt_delta_optimize.autocompact import AutoCompactConfig, auto_compact, auto_compact_enabled, decide
-from dbt_delta_optimize.cli import cli
+from dbt_delta_optimize.cli.main import cli
+from dbt_delta_optimize.engine.executor import OptimizeExecutor, optimize
 from dbt_delta_optimize.errors import InvalidConfigError
-from dbt_delta_optimize.executor import OptimizeExecutor, optimize
+from dbt_delta_optimize.plan import autocompact as ac
+from dbt_delta_optimize.plan.autocompact import AutoCompactConfig, auto_compact, auto_compact_enabled, decide
 from tests.helpers import assert_same_rows, data_files, log_snapshot, log_versions, rows_deltars, rows_spark
 from tests.test_optimize import commit_info, counts, live_files, spark_write
 
@@ -75,7 +76,9 @@ def rs_append(path: str, parts: Iterable[str | None] | None = None, times: int =
     for _ in range(times):
         base = next(_ids) * 1000
         if parts is None:
-            t = pa.table({"id": pa.array(range(base, base + rows), pa.int64()), "value": [f"v{base + i}" for i in range(rows)]})
+            t = pa.table(
+                {"id": pa.array(range(base, base + rows), pa.int64()), "value": [f"v{base + i}" for i in range(rows)]}
+            )
             write_deltalake(path, t, mode="append", **kw)
             continue
         values = list(parts)
@@ -98,7 +101,11 @@ def checked_rows(spark, path: str) -> list[tuple]:
 
 def last_history(spark, path: str) -> dict[str, Any]:
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]
-    return {"version": row["version"], "operation": row["operation"], "operationParameters": dict(row["operationParameters"])}
+    return {
+        "version": row["version"],
+        "operation": row["operation"],
+        "operationParameters": dict(row["operationParameters"]),
+    }
 
 
 def referenced_paths(path: str) -> set[str]:
@@ -173,7 +180,15 @@ def test_auto_compact_enabled_invalid_value_names_the_key(session, props, key):
 
 
 def test_config_resolution_overrides_and_conf():
-    cfg = AutoCompactConfig.resolve(conf({"spark.databricks.delta.autoCompact.minNumFiles": "7", "spark.databricks.delta.autoCompact.maxFileSize": "10m"}), {"min_num_files": 3})
+    cfg = AutoCompactConfig.resolve(
+        conf(
+            {
+                "spark.databricks.delta.autoCompact.minNumFiles": "7",
+                "spark.databricks.delta.autoCompact.maxFileSize": "10m",
+            }
+        ),
+        {"min_num_files": 3},
+    )
     assert cfg.min_num_files == 3 and cfg.max_file_size == 10 * 1024**2 and cfg.small_file_threshold == 5 * 1024**2
     assert AutoCompactConfig.resolve().small_file_threshold == 64 * 1024**2  # maxFileSize / 2 (128 MiB / 2)
     assert AutoCompactConfig.resolve(None, {"min_file_size": 10}).small_file_threshold == 10
@@ -221,7 +236,10 @@ def test_invalid_table_property(spark, tmp_path):
     assert log_snapshot(p) == log and data_files(p) == files
 
 
-@pytest.mark.parametrize("session_value, prop, enabled", [("true", "false", True), ("TrUE", None, True), ("false", "true", False), ("FalsE", "true", False)])
+@pytest.mark.parametrize(
+    "session_value, prop, enabled",
+    [("true", "false", True), ("TrUE", None, True), ("false", "true", False), ("FalsE", "true", False)],
+)
 def test_session_conf_wins_over_the_property(spark, tmp_path, session_value, prop, enabled):
     p = str(tmp_path / "t")
     rs_append(p, ["a", "b"], configuration={AC_PROP: prop} if prop else None)
@@ -253,7 +271,7 @@ def test_invalid_session_conf(spark, tmp_path, monkeypatch):
             pass
     assert spark.conf.get(AC_CONF, None) is None
 
-    import dbt_delta_optimize.spark as spark_mod
+    import dbt_delta_optimize.engine.session as spark_mod
 
     real = spark_mod.conf_getter
 
@@ -273,7 +291,9 @@ def test_invalid_session_conf(spark, tmp_path, monkeypatch):
 def test_legacy_auto_optimize_property_enables(spark, tmp_path):
     """delta-rs refuses to create a table with ``delta.autoOptimize``; delta-spark creates it."""
     p = str(tmp_path / "t")
-    spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, value STRING) USING delta TBLPROPERTIES ('delta.autoOptimize' = 'true')")
+    spark.sql(
+        f"CREATE TABLE delta.`{p}` (id BIGINT, value STRING) USING delta TBLPROPERTIES ('delta.autoOptimize' = 'true')"
+    )
     rs_append(p, times=3)
     log = log_snapshot(p)
 
@@ -299,7 +319,9 @@ def test_default_is_disabled(spark, tmp_path):
 def test_append_is_compacted(spark, tmp_path, writer):
     p = str(tmp_path / "t")
     if writer == "delta-spark":
-        spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, part BIGINT, value STRING) USING delta PARTITIONED BY (part) TBLPROPERTIES ('{AC_PROP}' = 'true')")
+        spark.sql(
+            f"CREATE TABLE delta.`{p}` (id BIGINT, part BIGINT, value STRING) USING delta PARTITIONED BY (part) TBLPROPERTIES ('{AC_PROP}' = 'true')"
+        )
         spark_append(spark, p, 12, 3, ["id", "id % 2 AS part", "concat('v', id) AS value"], ["part"])
         keys = [(0,), (1,)]
     else:
@@ -448,7 +470,11 @@ def test_event_sequence_min_num_files_30(spark, tmp_path):
 # =========================================================================== 40: null / "" / " " partition values
 def test_null_empty_and_blank_partition_values_delta_spark(spark, tmp_path):
     p = str(tmp_path / "t")
-    exprs = ["id", "CASE id % 4 WHEN 0 THEN NULL WHEN 1 THEN '' WHEN 2 THEN ' ' ELSE '1' END AS part", "concat('v', id) AS value"]
+    exprs = [
+        "id",
+        "CASE id % 4 WHEN 0 THEN NULL WHEN 1 THEN '' WHEN 2 THEN ' ' ELSE '1' END AS part",
+        "concat('v', id) AS value",
+    ]
     spark_append(spark, p, 8, 2, exprs, ["part"])  # delta-spark folds '' into null
     assert counts(p) == {(None,): 2, (" ",): 2, ("1",): 2}
     before = checked_rows(spark, p)
@@ -476,7 +502,9 @@ def test_null_empty_and_blank_partition_values_delta_rs(spark, tmp_path):
     assert rows_deltars(p) == rs_before
     cols = sorted(["id", "part", "value"])
     i = cols.index("part")
-    expected = sorted((tuple(None if (j == i and x == "") else x for j, x in enumerate(row)) for row in spark_before), key=repr)
+    expected = sorted(
+        (tuple(None if (j == i and x == "") else x for j, x in enumerate(row)) for row in spark_before), key=repr
+    )
     assert sorted(rows_spark(spark, p), key=repr) == expected == sorted(rs_before, key=repr)
 
 
@@ -568,7 +596,11 @@ def test_fresh_process_sees_small_files_written_by_this_one(spark, tmp_path):
 
     proc = subprocess.run(
         [SCRIPT, "auto-compact", p, "--json", "--enable", "--min-num-files", "3", "--since-version", "-1"],
-        capture_output=True, text=True, timeout=300, env=subprocess_env(tmp_path), cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=subprocess_env(tmp_path),
+        cwd=str(tmp_path),
     )
 
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -656,7 +688,9 @@ def test_non_blind_append(spark, tmp_path):
 
     r = auto_compact(spark, p, enabled=True, min_num_files=2, non_blind_append=True)
     assert r.status == ac.SKIP_BLIND_APPEND and log_snapshot(p) == log
-    assert auto_compact(spark, p, enabled=True, min_num_files=2).status == ac.RUN_ON_MODIFIED  # default: blind appends qualify
+    assert (
+        auto_compact(spark, p, enabled=True, min_num_files=2).status == ac.RUN_ON_MODIFIED
+    )  # default: blind appends qualify
     assert counts(p) == {(0,): 1, (1,): 1}
 
     # a non-blind write (UPDATE rewrites a file) qualifies with nonBlindAppend on
@@ -686,7 +720,9 @@ def test_non_blind_append_needs_modified_partitions_only(spark, tmp_path):
     r = auto_compact(spark, p, enabled=True, min_num_files=2, non_blind_append=True)
     assert r.status == ac.SKIP_BLIND_APPEND
     before = checked_rows(spark, p)
-    r = auto_compact(spark, p, since_version=-1, enabled=True, min_num_files=2, non_blind_append=True, modified_partitions_only=False)
+    r = auto_compact(
+        spark, p, since_version=-1, enabled=True, min_num_files=2, non_blind_append=True, modified_partitions_only=False
+    )
     assert r.status == ac.RUN_ON_ALL and counts(p) == {("a",): 1}
     assert_same_rows(spark, p, before)
 
@@ -737,7 +773,7 @@ def test_skip_starts_no_spark_job(spark, tmp_path):
 
 SKIP_SCRIPT = r"""
 import json, sys
-from dbt_delta_optimize.autocompact import auto_compact
+from dbt_delta_optimize.plan.autocompact import auto_compact
 path, owned = sys.argv[1], sys.argv[2]
 out = {}
 r = auto_compact(None, path, enabled=True); out["insufficient"] = r.status
@@ -753,10 +789,17 @@ def test_skip_never_imports_pyspark(spark, tmp_path):
     rs_append(p, ["a", "b"], times=3)
     rs_append(owned, ["a"], times=3)
     optimize(spark, owned)
-    proc = subprocess.run([PYTHON, "-c", SKIP_SCRIPT, p, owned], capture_output=True, text=True, timeout=120, env=subprocess_env(tmp_path))
+    proc = subprocess.run(
+        [PYTHON, "-c", SKIP_SCRIPT, p, owned], capture_output=True, text=True, timeout=120, env=subprocess_env(tmp_path)
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"insufficient": ac.SKIP_INSUFFICIENT_FILES, "disabled": ac.DISABLED, "own": ac.SKIP_OWN_COMMIT, "pyspark": False}
+    assert out == {
+        "insufficient": ac.SKIP_INSUFFICIENT_FILES,
+        "disabled": ac.DISABLED,
+        "own": ac.SKIP_OWN_COMMIT,
+        "pyspark": False,
+    }
 
 
 # =========================================================================== writers
@@ -781,11 +824,11 @@ def test_mixed_writers_rows_identical(spark, tmp_path):
 RACE_SCRIPT = r"""
 import json, os, sys, time
 table, go, since, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-from dbt_delta_optimize.spark import get_spark
+from dbt_delta_optimize.engine.session import get_spark
 spark = get_spark(work_dir=work, master="local[1]", catalog="in-memory",
                   conf={"spark.sql.shuffle.partitions": "1", "spark.sql.session.timeZone": "UTC"})
 spark.sparkContext.parallelize([1], 1).map(lambda x: x).collect()  # warm the Python workers
-from dbt_delta_optimize.autocompact import auto_compact
+from dbt_delta_optimize.plan.autocompact import auto_compact
 print(json.dumps({"ready": True}), flush=True)
 deadline = time.time() + 240
 while not os.path.exists(go):
@@ -808,14 +851,20 @@ def test_concurrent_auto_compactions_from_two_processes(spark, tmp_path):
     procs = [
         subprocess.Popen(
             [PYTHON, "-c", RACE_SCRIPT, p, go, str(since), str(tmp_path / f"w{i}")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=str(tmp_path),
         )
         for i in range(2)
     ]
     try:
         for proc in procs:
             line = proc.stdout.readline()
-            assert line and json.loads(line)["ready"], proc.stderr.read()[-3000:] if proc.poll() is not None else "no ready line"
+            assert line and json.loads(line)["ready"], (
+                proc.stderr.read()[-3000:] if proc.poll() is not None else "no ready line"
+            )
         with open(go, "w"):
             pass
         outs = []
@@ -833,7 +882,10 @@ def test_concurrent_auto_compactions_from_two_processes(spark, tmp_path):
     assert len(winners) == 1, outs
     loser = next(o for o in outs if o is not winners[0])
     assert (
-        (loser["status"] == ac.FAILED and any(e in (loser["error"] or "") for e in ("ConcurrentDeleteDeleteError", "ConcurrentDeleteReadError")))
+        (
+            loser["status"] == ac.FAILED
+            and any(e in (loser["error"] or "") for e in ("ConcurrentDeleteDeleteError", "ConcurrentDeleteReadError"))
+        )
         or loser["status"] in (ac.SKIP_INSUFFICIENT_FILES, ac.SKIP_OWN_COMMIT)
         or (loser["metrics"] is not None and not loser["metrics"]["committedVersions"])
     ), statuses

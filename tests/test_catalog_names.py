@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from dbt_delta_optimize.engine.session import resolve_table
 from dbt_delta_optimize.errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
-from dbt_delta_optimize.spark import resolve_table
 
 
 @pytest.fixture
@@ -70,13 +70,16 @@ def test_three_part_names_fall_back_to_describe_detail(spark, tables):
 
 def test_hook_that_skips_reads_the_log_once_and_reports_counts(spark, tables, tmp_path, monkeypatch):
     """Nothing qualifies: one catalog lookup per hook, counts from one log read, files unchanged."""
-    from dbt_delta_optimize import dbt_bridge, snapshot
+    from dbt_delta_optimize.dbt import bridge as dbt_bridge
+    from dbt_delta_optimize.delta import snapshot
 
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path))
     reads: list[str] = []
     real_counts = snapshot.file_counts
     monkeypatch.setattr(snapshot, "file_counts", lambda loc: reads.append(loc) or real_counts(loc))
-    monkeypatch.setattr(snapshot, "load_snapshot", lambda *a, **k: pytest.fail("no full snapshot load when nothing runs"))
+    monkeypatch.setattr(
+        snapshot, "load_snapshot", lambda *a, **k: pytest.fail("no full snapshot load when nothing runs")
+    )
     dbt_bridge.record_version("ddo_names.managed")
     spark.range(10, 12, 1, 1).write.format("delta").mode("append").saveAsTable("ddo_names.managed")
     r = dbt_bridge.run_model("ddo_names.managed", {"min_num_files": 50}, model="managed", file_format="delta")

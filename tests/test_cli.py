@@ -12,7 +12,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from dbt_delta_optimize.cli import cli
+from dbt_delta_optimize.cli.main import cli
 from tests.helpers import assert_same_rows, data_files, log_snapshot, log_versions, rows_spark
 from tests.test_optimize import counts, spark_write
 
@@ -48,7 +48,7 @@ def test_optimize_json_prints_metrics(spark, table):
     assert (m["numFilesAdded"], m["numFilesRemoved"], m["numBins"], m["partitionsOptimized"]) == (3, 6, 3, 3)
     assert m["filesRemoved"]["totalFiles"] == 6 and m["committedVersions"] == [versions[-1] + 1]
     assert m["endTimeMs"] >= m["startTimeMs"] > 0
-    assert log_versions(table) == versions + [versions[-1] + 1]
+    assert log_versions(table) == [*versions, versions[-1] + 1]
     assert counts(table) == {(0,): 1, (1,): 1, (2,): 1}
     assert_same_rows(spark, table, before)
 
@@ -147,6 +147,8 @@ def test_console_script_help_and_config_error_without_spark(tmp_path):
     """The installed entry point; bad settings fail before any Spark session is started."""
     r = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "optimize" in r.stdout
-    r = subprocess.run([SCRIPT, "optimize", str(tmp_path), "--max-threads", "0"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [SCRIPT, "optimize", str(tmp_path), "--max-threads", "0"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2
     assert r.stderr.startswith("error:") and "max_threads" in r.stderr

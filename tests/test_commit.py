@@ -24,8 +24,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from dbt_delta_optimize.actions import AddFile, RemoveFile
-from dbt_delta_optimize.commit import CommitResult, Transaction, check_conflicts, engine_info
+from dbt_delta_optimize.delta.actions import AddFile, RemoveFile
+from dbt_delta_optimize.delta.commit import CommitResult, Transaction, check_conflicts, engine_info
+from dbt_delta_optimize.delta.snapshot import Snapshot, load_snapshot, read_commit
 from dbt_delta_optimize.errors import (
     CommitConflictError,
     CommitFailedError,
@@ -35,7 +36,6 @@ from dbt_delta_optimize.errors import (
     MetadataChangedError,
     ProtocolChangedError,
 )
-from dbt_delta_optimize.snapshot import Snapshot, load_snapshot, read_commit
 from tests.helpers import _key, log_snapshot, log_versions, rows_deltars, rows_spark
 
 OPTIMIZE_PARAMS = {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": False}
@@ -129,7 +129,9 @@ def in_partition(snapshot: Snapshot, **values: str | None) -> list[AddFile]:
     return [f for f in snapshot.files if all(f.partition_values.get(k) == v for k, v in values.items())]
 
 
-def rewrite(snapshot: Snapshot, files: list[AddFile], **kw: Any) -> tuple[CommitResult, AddFile, list[RemoveFile], dict]:
+def rewrite(
+    snapshot: Snapshot, files: list[AddFile], **kw: Any
+) -> tuple[CommitResult, AddFile, list[RemoveFile], dict]:
     add, removes, metrics = compact(snapshot, files, **kw)
     txn = Transaction(snapshot)
     txn.track_read(files)
@@ -153,8 +155,15 @@ def assert_optimize_commit_shape(
     assert list(actions[0]) == ["commitInfo"], "commitInfo must be the first action"
     ci = actions[0]["commitInfo"]
     assert set(ci) == {
-        "timestamp", "operation", "operationParameters", "readVersion", "isolationLevel",
-        "isBlindAppend", "operationMetrics", "engineInfo", "txnId",
+        "timestamp",
+        "operation",
+        "operationParameters",
+        "readVersion",
+        "isolationLevel",
+        "isBlindAppend",
+        "operationMetrics",
+        "engineInfo",
+        "txnId",
     }
     assert ci["operation"] == "OPTIMIZE"
     assert ci["operationParameters"] == OPTIMIZE_PARAMS and ci["operationParameters"]["auto"] is False
@@ -292,7 +301,12 @@ def test_rewrite_on_delta_spark_table(spark, tmp_path):
 
     res, add, removes, metrics = rewrite(before, targets)
 
-    assert (res.version, res.read_version, res.rebased_over, res.attempts) == (before.version + 1, before.version, (), 1)
+    assert (res.version, res.read_version, res.rebased_over, res.attempts) == (
+        before.version + 1,
+        before.version,
+        (),
+        1,
+    )
     assert res.checkpoint_version is None
     assert_optimize_commit_shape(path, res, before, add, removes, metrics)
     tagged_remove = next(r for r in raw_lines(path, res.version)[1:] if r.get("remove", {}).get("path") == tagged.path)
@@ -328,7 +342,7 @@ def test_rewrite_on_deltars_table(spark, tmp_path):
     # Compact both partitions, one commit each: the second is on a stale snapshot and rebases.
     res1, add1, rm1, m1 = rewrite(before, in_partition(before, part="x"))
     assert_optimize_commit_shape(path, res1, before, add1, rm1, m1)
-    res2, add2, rm2, m2 = rewrite(before, in_partition(before, part=SPECIAL))
+    res2, add2, _rm2, m2 = rewrite(before, in_partition(before, part=SPECIAL))
     assert res2.version == res1.version + 1 and res2.rebased_over == (res1.version,)
     assert res2.read_version == before.version
     assert read_commit(path, res2.version)[0]["commitInfo"]["readVersion"] == before.version
@@ -392,14 +406,18 @@ def test_racing_blind_appends_threads(spark, tmp_path):
         for f in mine:
             try:
                 res = blind_append(snap, [f])  # always the stale snapshot: maximal contention
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 with lock:
                     errors.append(exc)
                 continue
             with lock:
                 results.append(
-                    {"version": res.version, "read_version": res.read_version, "attempts": res.attempts,
-                     "rebased_over": list(res.rebased_over)}
+                    {
+                        "version": res.version,
+                        "read_version": res.read_version,
+                        "attempts": res.attempts,
+                        "rebased_over": list(res.rebased_over),
+                    }
                 )
 
     ts = [threading.Thread(target=work, args=(files[i::threads_n],)) for i in range(threads_n)]
@@ -459,7 +477,9 @@ def test_racing_blind_appends_processes(spark, tmp_path):
     assert rows_spark(spark, path, ["id", "name"]) == expected
 
 
-def _check_rewrite_race(spark, path: str, before: Snapshot, outcomes: list[dict], adds: list[AddFile], expected) -> None:
+def _check_rewrite_race(
+    spark, path: str, before: Snapshot, outcomes: list[dict], adds: list[AddFile], expected
+) -> None:
     winners = [o for o in outcomes if "error" not in o]
     losers = [o for o in outcomes if "error" in o]
     assert len(winners) == 1, outcomes
@@ -729,7 +749,7 @@ def test_transaction_guards(tmp_path):
 
 def test_gives_up_after_max_attempts(tmp_path):
     """A storage whose every put loses: the writer gives up with nothing written."""
-    from dbt_delta_optimize.storage import LocalStorage
+    from dbt_delta_optimize.delta.storage import LocalStorage
 
     path = _fake_log(tmp_path)
     snap = load_snapshot(path)
@@ -754,7 +774,7 @@ def test_gives_up_after_max_attempts(tmp_path):
 
 
 def test_put_if_absent_has_exactly_one_winner(tmp_path):
-    from dbt_delta_optimize.storage import LocalStorage
+    from dbt_delta_optimize.delta.storage import LocalStorage
 
     target = str(tmp_path / "00000000000000000001.json")
     n = 8
@@ -779,8 +799,8 @@ def test_put_if_absent_has_exactly_one_winner(tmp_path):
 
 
 def test_remote_storage_is_refused():
+    from dbt_delta_optimize.delta.storage import storage_for
     from dbt_delta_optimize.errors import InvalidArgumentError
-    from dbt_delta_optimize.storage import storage_for
 
     with pytest.raises(InvalidArgumentError, match="s3://"):
         storage_for("s3://bucket/table")
@@ -821,7 +841,7 @@ def test_checkpoint_written_by_our_commit(spark, tmp_path):
     assert before.version == 2 and before.configuration["delta.checkpointInterval"] == "3"
     expected = rows_spark(spark, path, COLS)
 
-    res, add, removes, metrics = rewrite(before, in_partition(before, part="x"), tags={"ddo.cp": "kept"})
+    res, add, _removes, _metrics = rewrite(before, in_partition(before, part="x"), tags={"ddo.cp": "kept"})
     assert res.version == 3 and res.checkpoint_version == 3
     assert os.path.exists(os.path.join(log_dir, f"{3:020d}.checkpoint.parquet"))
     with open(os.path.join(log_dir, "_last_checkpoint")) as fh:
@@ -832,7 +852,7 @@ def test_checkpoint_written_by_our_commit(spark, tmp_path):
     res4 = blind_append(snap3, one_row_files(path, posixpath.dirname(add.path), {"part": "x"}, [42]))
     assert res4.version == 4 and res4.checkpoint_version is None
     assert not os.path.exists(os.path.join(log_dir, f"{4:020d}.checkpoint.parquet"))
-    expected = sorted(expected + [(42, "r42", "x")], key=_key)
+    expected = sorted([*expected, (42, "r42", "x")], key=_key)
     replay4 = _json_replay(path, 4)
 
     # Simulate log clean-up: every reader must now start from our checkpoint.
@@ -852,7 +872,7 @@ def test_checkpoint_written_by_our_commit(spark, tmp_path):
     spark.createDataFrame([(300, "after", "x")], SPARK_SCHEMA).write.format("delta").mode("append").save(path)
     spark.createDataFrame([(301, "after", SPECIAL)], SPARK_SCHEMA).write.format("delta").mode("append").save(path)
     assert os.path.exists(os.path.join(log_dir, f"{6:020d}.checkpoint.parquet"))
-    expected = sorted(expected + [(300, "after", "x"), (301, "after", SPECIAL)], key=_key)
+    expected = sorted([*expected, (300, "after", "x"), (301, "after", SPECIAL)], key=_key)
     assert rows_spark(spark, path, COLS) == expected
     assert rows_deltars(path, COLS) == expected
     replay6 = {**replay4}
@@ -864,7 +884,7 @@ def test_checkpoint_written_by_our_commit(spark, tmp_path):
     assert dict(next(f for f in snap6.files if f.path == add.path).tags) == {"ddo.cp": "kept"}
 
     # Our rewrite on top of delta-spark's checkpoint: removes still carry the checkpointed tags.
-    res7, add7, removes7, m7 = rewrite(snap6, in_partition(snap6, part="x"))
+    res7, _add7, _removes7, _m7 = rewrite(snap6, in_partition(snap6, part="x"))
     assert res7.version == 7
     rm = next(a["remove"] for a in read_commit(path, 7)[1:] if a.get("remove", {}).get("path") == add.path)
     assert rm["tags"] == {"ddo.cp": "kept"} and rm["size"] == add.size and rm["partitionValues"] == {"part": "x"}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from dbt_delta_optimize.config import GiB, MiB, OptimizeConfig, parse_bool, parse_size
 from dbt_delta_optimize.errors import InvalidConfigError
+from dbt_delta_optimize.plan.config import GiB, MiB, OptimizeConfig, parse_bool, parse_size
 
 
-@pytest.mark.parametrize("text,expected", [("128m", 128 * MiB), ("1g", GiB), ("1024", 1024), (5, 5), ("2kb", 2048), (" 1G ", GiB), ("0", 0)])
+@pytest.mark.parametrize(
+    "text,expected", [("128m", 128 * MiB), ("1g", GiB), ("1024", 1024), (5, 5), ("2kb", 2048), (" 1G ", GiB), ("0", 0)]
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
@@ -21,8 +23,20 @@ def test_parse_size_rejects(bad):
 
 def test_defaults_are_delta_sparks():
     c = OptimizeConfig.resolve()
-    assert (c.min_file_size, c.max_file_size, c.max_threads, c.batch_size, c.max_deleted_rows_ratio, c.repartition_enabled) == (
-        GiB, GiB, 15, None, 0.05, False,
+    assert (
+        c.min_file_size,
+        c.max_file_size,
+        c.max_threads,
+        c.batch_size,
+        c.max_deleted_rows_ratio,
+        c.repartition_enabled,
+    ) == (
+        GiB,
+        GiB,
+        15,
+        None,
+        0.05,
+        False,
     )
     assert c.rewrite_engine == "arrow"
 
@@ -38,7 +52,12 @@ def test_session_conf_then_overrides():
     }
     c = OptimizeConfig.resolve(conf.get)
     assert (c.min_file_size, c.max_file_size, c.max_threads, c.batch_size, c.repartition_enabled, c.rewrite_engine) == (
-        64 * MiB, 256 * MiB, 4, GiB, True, "spark",
+        64 * MiB,
+        256 * MiB,
+        4,
+        GiB,
+        True,
+        "spark",
     )
     c2 = OptimizeConfig.resolve(conf.get, {"max_threads": 2, "min_file_size": "1m"})
     assert c2.max_threads == 2 and c2.min_file_size == MiB and c2.max_file_size == 256 * MiB

@@ -21,7 +21,7 @@ def test_dbt_discovers_our_plugin_and_it_subclasses_dbtplugin():
 def test_install_adds_the_namespace_once_and_keeps_dbts_modules():
     import dbt.context.base as base
 
-    from dbt_delta_optimize.dbt_bridge import NAMESPACE, install
+    from dbt_delta_optimize.dbt.bridge import NAMESPACE, install
 
     install()
     first = base.get_context_modules
@@ -38,7 +38,9 @@ def test_modules_context_property_reads_the_wrapped_function():
 
     import dbt.context.base as base
 
-    src = inspect.getsource(base.BaseContext.modules.fget if hasattr(base.BaseContext.modules, "fget") else base.BaseContext)
+    src = inspect.getsource(
+        base.BaseContext.modules.fget if hasattr(base.BaseContext.modules, "fget") else base.BaseContext
+    )
     assert "get_context_modules()" in src
 
 
@@ -52,7 +54,7 @@ def test_modules_context_property_reads_the_wrapped_function():
     ],
 )
 def test_invalid_model_settings_fail_softly_with_a_clear_message(tmp_path, monkeypatch, settings, needle):
-    from dbt_delta_optimize import dbt_bridge
+    from dbt_delta_optimize.dbt import bridge as dbt_bridge
 
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path))
     result = dbt_bridge.run_model("s.t", settings, model="m")
@@ -61,7 +63,7 @@ def test_invalid_model_settings_fail_softly_with_a_clear_message(tmp_path, monke
 
 
 def test_skip_and_non_delta_are_skipped_without_touching_spark(tmp_path, monkeypatch):
-    from dbt_delta_optimize import dbt_bridge
+    from dbt_delta_optimize.dbt import bridge as dbt_bridge
 
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path))
     monkeypatch.setattr(dbt_bridge, "_spark", lambda: pytest.fail("Spark must not be needed to skip"))

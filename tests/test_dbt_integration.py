@@ -11,7 +11,7 @@ import sys
 import pytest
 from deltalake import DeltaTable
 
-from dbt_delta_optimize.spark import delta_jars
+from dbt_delta_optimize.engine.session import delta_jars
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROJECT = os.path.join(ROOT, "integration_tests")
@@ -97,7 +97,10 @@ def test_dbt_package_end_to_end(env):
     assert "delta_optimize ddo_it.failing_model: failed" in out
     assert first["ddo_it.parquet_model"]["status"] == "skipped" and "parquet" in first["ddo_it.parquet_model"]["reason"]
     assert first["ddo_it.skipped_model"]["status"] == "skipped"
-    assert optimize_commits(table(env, "skipped_model")) == [] and files_per_partition(table(env, "skipped_model"))[None] > 1
+    assert (
+        optimize_commits(table(env, "skipped_model")) == []
+        and files_per_partition(table(env, "skipped_model"))[None] > 1
+    )
     assert DeltaTable(table(env, "events_zordered")).to_pyarrow_table().num_rows == n
 
     # Run 2: the incremental model's partitions now hold enough small files: auto compaction, auto=true.
@@ -118,7 +121,13 @@ def test_dbt_package_end_to_end(env):
     # run-operation: dry run plans and writes nothing; a real run compacts; non-Delta and skip: true are noted.
     n_results = len(results(env))
     version = DeltaTable(inc).version()
-    dbt(env, "run-operation", "optimize", "--args", "{select: 'events_incremental parquet_model skipped_model', dry_run: true}")
+    dbt(
+        env,
+        "run-operation",
+        "optimize",
+        "--args",
+        "{select: 'events_incremental parquet_model skipped_model', dry_run: true}",
+    )
     new = results(env)[n_results:]
     by_table = {x["table"]: x for x in new}
     assert {t: x["status"] for t, x in by_table.items()} == {
@@ -135,7 +144,14 @@ def test_dbt_package_end_to_end(env):
 
     # on-run-end variant: hooks off, one pass at the end of the run.
     for batch in (3, 4):
-        dbt(env, "run", "-s", "events_incremental", "--vars", f"{{batch: {batch}, use_post_hooks: false, use_on_run_end: true}}")
+        dbt(
+            env,
+            "run",
+            "-s",
+            "events_incremental",
+            "--vars",
+            f"{{batch: {batch}, use_post_hooks: false, use_on_run_end: true}}",
+        )
     assert results(env)[-1]["status"] == "runOnModifiedPartitions"
     assert set(files_per_partition(inc).values()) == {1}
     assert DeltaTable(inc).to_pyarrow_table().num_rows == 5 * n

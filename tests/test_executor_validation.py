@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from dbt_delta_optimize import executor as ex
+from dbt_delta_optimize.engine import executor as ex
+from dbt_delta_optimize.engine.executor import optimize
 from dbt_delta_optimize.errors import ValidationError
-from dbt_delta_optimize.executor import optimize
 from tests.helpers import assert_same_rows, data_files, log_snapshot, rows_spark
 
 
@@ -41,7 +41,7 @@ def test_validation_can_be_turned_off_and_a_clean_run_validates(spark, tmp_path,
     path = str(tmp_path / "t")
     _table(spark, path)
     calls = []
-    import dbt_delta_optimize.validate as v
+    import dbt_delta_optimize.inspect.validate as v
 
     real_commit = v.validate_commit
     monkeypatch.setattr(v, "validate_commit", lambda *a, **k: calls.append(a) or real_commit(*a, **k))

@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
-from dbt_delta_optimize.cli_inspect import health, history, validate
+from dbt_delta_optimize.cli.inspect import health, history, validate
+from dbt_delta_optimize.engine.clustering import COLUMNS_TAG, CURVE_TAG
 from dbt_delta_optimize.errors import TableNotFoundError
-from dbt_delta_optimize.health import health_report, histogram, render_html
-from dbt_delta_optimize.zorder import COLUMNS_TAG, CURVE_TAG
+from dbt_delta_optimize.inspect.health import health_report, histogram, render_html
 
 CLI = click.Group(commands=[validate, health, history])
 SVG = "{http://www.w3.org/2000/svg}svg"
@@ -85,8 +85,15 @@ def check_numbers(report: dict, layout: dict[str, list[int]], small: int, ac_sma
     for label, sizes in layout.items():
         p = got[label]
         assert (p["numFiles"], p["sizeBytes"], p["minFileSize"], p["maxFileSize"]) == (
-            len(sizes), sum(sizes), min(sizes), max(sizes))
-        assert p["smallFiles"] == {"optimize": sum(s < small for s in sizes), "autoCompact": sum(s < ac_small for s in sizes)}
+            len(sizes),
+            sum(sizes),
+            min(sizes),
+            max(sizes),
+        )
+        assert p["smallFiles"] == {
+            "optimize": sum(s < small for s in sizes),
+            "autoCompact": sum(s < ac_small for s in sizes),
+        }
         assert sum(b["files"] for b in p["histogram"]) == len(sizes)
     all_sizes = [s for v in layout.values() for s in v]
     hist = report["histogram"]
@@ -164,7 +171,7 @@ def _plan_key(plan: dict) -> set:
 
 
 def test_plan_is_optimizes_dry_run(spark, table):
-    from dbt_delta_optimize.executor import optimize
+    from dbt_delta_optimize.engine.executor import optimize
 
     small = sizes_threshold(table)
     dry = optimize(spark, table, dry_run=True, min_file_size=small).to_dict()

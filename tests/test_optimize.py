@@ -18,13 +18,15 @@ import shutil
 import threading
 import time
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from dbt_delta_optimize.engine.executor import STAGING_DIR, OptimizeExecutor, optimize
 from dbt_delta_optimize.errors import (
     ConcurrentDeleteReadError,
     InvalidConfigError,
@@ -32,8 +34,7 @@ from dbt_delta_optimize.errors import (
     NotADeltaTableError,
     TableNotFoundError,
 )
-from dbt_delta_optimize.executor import STAGING_DIR, OptimizeExecutor, optimize
-from dbt_delta_optimize.metrics import OptimizeMetrics
+from dbt_delta_optimize.plan.metrics import OptimizeMetrics
 from tests.helpers import assert_same_rows, data_files, log_snapshot, log_versions, rows_deltars, rows_spark
 
 ENGINES = ["arrow", "spark"]
@@ -196,7 +197,7 @@ def test_unpartitioned_two_small_files_one_new_version(spark, tmp_path, engine):
     m = optimize_checked(spark, p, rewrite_engine=engine)
 
     new_version = versions[-1] + 1
-    assert log_versions(p) == versions + [new_version], "exactly one new version"
+    assert log_versions(p) == [*versions, new_version], "exactly one new version"
     assert m.committed_versions == (new_version,)
     after = files_by_partition(p)[()]
     assert len(after) == 1 and not (after & before)
@@ -210,7 +211,7 @@ def test_unpartitioned_deltars_table(spark, tmp_path):
     rs_append(p, {"id": pa.array([1, 2, 3], pa.int64()), "s": ["a", None, "c"]}, times=3)
     versions = log_versions(p)
     m = optimize_checked(spark, p)
-    assert log_versions(p) == versions + [versions[-1] + 1]
+    assert log_versions(p) == [*versions, versions[-1] + 1]
     assert len(files_by_partition(p)[()]) == 1
     assert (m.num_files_removed, m.num_files_added) == (3, 1)
 
@@ -224,7 +225,7 @@ def test_optimize_by_catalog_name(spark, tmp_path):
         before = rows_spark(spark, p)
         v = log_versions(p)
         m = optimize(spark, "ddo_opt_by_name")
-        assert log_versions(p) == v + [v[-1] + 1]
+        assert log_versions(p) == [*v, v[-1] + 1]
         assert len(files_by_partition(p)[()]) == 1
         assert m.num_files_removed == 2
         assert_same_rows(spark, p, before)
@@ -290,7 +291,11 @@ def test_partitioned_every_partition_ends_with_one_file(spark, tmp_path, engine,
     else:
         rs_append(
             p,
-            {"id": pa.array([0, 1, 2, 3], pa.int64()), "part": pa.array([0, 1, 2, 0], pa.int64()), "value": ["a", "b", None, "d"]},
+            {
+                "id": pa.array([0, 1, 2, 3], pa.int64()),
+                "part": pa.array([0, 1, 2, 0], pa.int64()),
+                "value": ["a", "b", None, "d"],
+            },
             ["part"],
             times=3,
         )
@@ -300,7 +305,7 @@ def test_partitioned_every_partition_ends_with_one_file(spark, tmp_path, engine,
 
     m = optimize_checked(spark, p, rewrite_engine=engine)
 
-    assert log_versions(p) == versions + [versions[-1] + 1], "one commit for all partitions"
+    assert log_versions(p) == [*versions, versions[-1] + 1], "one commit for all partitions"
     after = files_by_partition(p)
     assert set(after) == set(before)
     for key, paths in after.items():
@@ -319,15 +324,29 @@ def _large_small_table(spark, path: str, layout: str, writer: str) -> None:
         if large:
             arr = ",".join(map(str, large))
             spark_write(
-                spark, path, 200 * len(large), 1,
-                ["id", f"element_at(array({arr}), CAST(id % {len(large)} AS INT) + 1) AS part", "sha2(CAST(id AS STRING), 512) AS value"],
+                spark,
+                path,
+                200 * len(large),
+                1,
+                [
+                    "id",
+                    f"element_at(array({arr}), CAST(id % {len(large)} AS INT) + 1) AS part",
+                    "sha2(CAST(id AS STRING), 512) AS value",
+                ],
                 ["part"],
             )
         if small:
             arr = ",".join(map(str, small))
             spark_write(
-                spark, path, 5 * len(small), 5,
-                ["id", f"element_at(array({arr}), CAST(id % {len(small)} AS INT) + 1) AS part", "CAST(id AS STRING) AS value"],
+                spark,
+                path,
+                5 * len(small),
+                5,
+                [
+                    "id",
+                    f"element_at(array({arr}), CAST(id % {len(small)} AS INT) + 1) AS part",
+                    "CAST(id AS STRING) AS value",
+                ],
                 ["part"],
             )
     else:
@@ -347,7 +366,11 @@ def _large_small_table(spark, path: str, layout: str, writer: str) -> None:
         for k in range(5):
             rs_append(
                 path,
-                {"id": pa.array([1000 * k + s for s in small], pa.int64()), "part": pa.array(small, pa.int64()), "value": [str(k)] * len(small)},
+                {
+                    "id": pa.array([1000 * k + s for s in small], pa.int64()),
+                    "part": pa.array(small, pa.int64()),
+                    "value": [str(k)] * len(small),
+                },
                 ["part"],
             )
 
@@ -372,7 +395,7 @@ def test_large_files_untouched_small_partitions_compacted(spark, tmp_path, layou
 
     m = optimize_checked(spark, p, min_file_size=min_size)
 
-    assert log_versions(p) == versions + [versions[-1] + 1], "a single commit"
+    assert log_versions(p) == [*versions, versions[-1] + 1], "a single commit"
     after = files_by_partition(p)
     for i, c in enumerate(layout):
         assert len(after[(i,)]) == 1
@@ -393,7 +416,9 @@ def test_where_compacts_only_matching_partition(spark, tmp_path, writer):
     if writer == "delta-spark":
         spark_write(spark, p, 12, 3, ["id % 2 AS id", "id AS value"], ["id"])
     else:
-        rs_append(p, {"id": pa.array([0, 1, 0, 1], pa.int64()), "value": pa.array([1, 2, 3, 4], pa.int64())}, ["id"], times=3)
+        rs_append(
+            p, {"id": pa.array([0, 1, 0, 1], pa.int64()), "value": pa.array([1, 2, 3, 4], pa.int64())}, ["id"], times=3
+        )
     before = files_by_partition(p)
     assert len(before[(0,)]) == 3 and len(before[(1,)]) == 3
     versions = log_versions(p)
@@ -403,7 +428,7 @@ def test_where_compacts_only_matching_partition(spark, tmp_path, writer):
     after = files_by_partition(p)
     assert len(after[(0,)]) == 1
     assert after[(1,)] == before[(1,)]
-    assert log_versions(p) == versions + [versions[-1] + 1]
+    assert log_versions(p) == [*versions, versions[-1] + 1]
     assert m.total_considered_files == 3 and m.partitions_optimized == 1 and m.num_files_removed == 3
 
 
@@ -411,7 +436,10 @@ def test_where_compacts_only_matching_partition(spark, tmp_path, writer):
 def test_null_and_empty_partition_values_share_the_null_partition(spark, tmp_path):
     p = str(tmp_path / "t")
     spark_write(
-        spark, p, 20, 2,
+        spark,
+        p,
+        20,
+        2,
         ["id", "CASE id % 4 WHEN 0 THEN 'a' WHEN 1 THEN 'b' WHEN 2 THEN NULL ELSE '' END AS part"],
         ["part"],
     )
@@ -420,7 +448,10 @@ def test_null_and_empty_partition_values_share_the_null_partition(spark, tmp_pat
     optimize_checked(spark, p)
 
     assert counts(p) == {("a",): 1, ("b",): 1, (None,): 1}
-    got = {r["part"]: r["n"] for r in spark.read.format("delta").load(p).groupBy("part").count().withColumnRenamed("count", "n").collect()}
+    got = {
+        r["part"]: r["n"]
+        for r in spark.read.format("delta").load(p).groupBy("part").count().withColumnRenamed("count", "n").collect()
+    }
     assert got == {"a": 5, "b": 5, None: 10}
 
 
@@ -480,7 +511,7 @@ def test_multiple_predicates_are_anded(spark, tmp_path, two_cols):
     after = files_by_partition(p)
     assert len(after[("2017-10-10", 3)]) == 1
     assert sum(1 for k in after if after[k] != before[k]) == 1
-    assert m.num_files_removed == 2 and log_versions(p) == versions + [versions[-1] + 1]
+    assert m.num_files_removed == 2 and log_versions(p) == [*versions, versions[-1] + 1]
     # Both predicates are recorded, as delta-spark's chained .where() does.
     params = commit_info(p, versions[-1] + 1)["operationParameters"]
     assert len(json.loads(params["predicate"])) == 2
@@ -490,7 +521,12 @@ def test_multiple_predicates_are_anded(spark, tmp_path, two_cols):
 @pytest.mark.parametrize("max_threads", [2, 1])
 def test_bins_of_different_partitions_run_concurrently(spark, tmp_path, monkeypatch, max_threads):
     p = str(tmp_path / "t")
-    rs_append(p, {"id": pa.array(range(10), pa.int64()), "part": pa.array([i % 2 for i in range(10)], pa.int64())}, ["part"], times=10)
+    rs_append(
+        p,
+        {"id": pa.array(range(10), pa.int64()), "part": pa.array([i % 2 for i in range(10)], pa.int64())},
+        ["part"],
+        times=10,
+    )
     assert counts(p) == {(0,): 10, (1,): 10}
     intervals: list[tuple[float, float]] = []
     barrier = threading.Barrier(2, timeout=20)
@@ -508,7 +544,7 @@ def test_bins_of_different_partitions_run_concurrently(spark, tmp_path, monkeypa
     monkeypatch.setattr(OptimizeExecutor, "_rewrite_bin", rewrite)
     m = optimize_checked(spark, p, max_threads=max_threads, rewrite_engine="spark")
     assert m.num_bins == 2 and counts(p) == {(0,): 1, (1,): 1}
-    (a0, a1), (b0, b1) = sorted(intervals)
+    (_a0, a1), (b0, _b1) = sorted(intervals)
     if max_threads == 2:
         assert b0 < a1, "the two bins' rewrites overlap in time"
     else:
@@ -570,7 +606,17 @@ def craft_timestamp_table(spark, path: str) -> None:
     v0 = log_versions(path)[-1]
     adds, _ = adds_removes(path, v0)
     assert {a["partitionValues"]["ts"] for a in adds} == {"2024-01-01T00:00:00.000000Z"}
-    lines = [{"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE", "operationParameters": {"mode": "Append"}, "readVersion": v0, "isBlindAppend": True}}]
+    lines = [
+        {
+            "commitInfo": {
+                "timestamp": int(time.time() * 1000),
+                "operation": "WRITE",
+                "operationParameters": {"mode": "Append"},
+                "readVersion": v0,
+                "isBlindAppend": True,
+            }
+        }
+    ]
     from urllib.parse import unquote
 
     for a in adds:
@@ -594,7 +640,7 @@ def test_timestamp_partition_values_in_two_formats_are_one_partition(spark, tmp_
 
     assert m.num_bins == 1 and m.num_files_removed == 4 and m.partitions_optimized == 1
     assert spark_file_count(spark, p) == 1
-    assert log_versions(p) == versions + [versions[-1] + 1]
+    assert log_versions(p) == [*versions, versions[-1] + 1]
     assert spark.read.format("delta").load(p).where("ts = TIMESTAMP'2024-01-01 00:00:00'").count() == 12
 
 
@@ -631,7 +677,11 @@ def test_metrics_match_the_snapshot(spark, tmp_path, five_parts):
     assert "committedVersions" not in row.metrics.asDict()  # ours, not delta-spark's schema
 
     d = json.loads(m.to_json())
-    assert d["numFilesAdded"] == 5 and d["filesRemoved"]["totalFiles"] == 10 and d["committedVersions"] == list(m.committed_versions)
+    assert (
+        d["numFilesAdded"] == 5
+        and d["filesRemoved"]["totalFiles"] == 10
+        and d["committedVersions"] == list(m.committed_versions)
+    )
 
 
 def test_history_operation_metrics_and_parameters(spark, tmp_path, five_parts):
@@ -650,7 +700,11 @@ def test_history_operation_metrics_and_parameters(spark, tmp_path, five_parts):
     assert om["numAddedBytes"] == str(sum(sizes))
     assert om["numRemovedBytes"] == str(sum(r["size"] for r in removes))
     assert om["minFileSize"] == str(sizes[0]) and om["maxFileSize"] == str(sizes[-1])
-    assert (om["p25FileSize"], om["p50FileSize"], om["p75FileSize"]) == (str(sizes[n // 4]), str(sizes[n // 2]), str(sizes[n * 3 // 4]))
+    assert (om["p25FileSize"], om["p50FileSize"], om["p75FileSize"]) == (
+        str(sizes[n // 4]),
+        str(sizes[n // 2]),
+        str(sizes[n * 3 // 4]),
+    )
     assert om["numDeletionVectorsRemoved"] == "0"
     params = h["operationParameters"]
     assert json.loads(params["predicate"]) == ["('part >= 1)"]  # Catalyst toString, as delta-spark records it
@@ -867,7 +921,7 @@ def test_failing_batch_keeps_earlier_batches(spark, tmp_path, monkeypatch, five_
     monkeypatch.setattr(OptimizeExecutor, "_rewrite_bin", rewrite)
     with pytest.raises(RuntimeError, match="boom in batch 2"):
         optimize(spark, p, batch_size=1)
-    assert log_versions(p) == versions + [versions[-1] + 1]
+    assert log_versions(p) == [*versions, versions[-1] + 1]
     from urllib.parse import unquote
 
     adds, _ = adds_removes(p, versions[-1] + 1)
@@ -891,7 +945,7 @@ def test_concurrent_property_change_is_retried(spark, tmp_path, five_parts):
 
     assert fired
     alter, ours = versions[-1] + 1, versions[-1] + 2
-    assert log_versions(p) == versions + [alter, ours]
+    assert log_versions(p) == [*versions, alter, ours]
     assert m.committed_versions == (ours,)
     assert commit_info(p, alter)["operation"] == "SET TBLPROPERTIES"
     assert_optimize_commit(p, ours)
@@ -914,7 +968,7 @@ def test_concurrent_delete_of_a_compacted_file_aborts(spark, tmp_path, five_part
         optimize(spark, p, progress=progress)
 
     delete = versions[-1] + 1
-    assert log_versions(p) == versions + [delete], "nothing of ours committed"
+    assert log_versions(p) == [*versions, delete], "nothing of ours committed"
     assert commit_info(p, delete)["operation"] == "DELETE"
     from urllib.parse import unquote
 
@@ -1022,7 +1076,9 @@ def test_concurrent_append_does_not_conflict(spark, tmp_path, five_parts):
     assert commit_info(p, append)["operation"] == "WRITE"
     assert_optimize_commit(p, ours)
     assert len(files_by_partition(p)[(0,)]) == 2, "the compacted file plus the appended one"
-    assert_same_rows(spark, p, sorted(before + [(100, 0, "appended")], key=lambda r: tuple((x is None, repr(x)) for x in r)))
+    assert_same_rows(
+        spark, p, sorted([*before, (100, 0, "appended")], key=lambda r: tuple((x is None, repr(x)) for x in r))
+    )
 
 
 def test_concurrent_delta_spark_optimize_is_a_delete_delete_conflict(spark, tmp_path, five_parts):
@@ -1039,7 +1095,7 @@ def test_concurrent_delta_spark_optimize_is_a_delete_delete_conflict(spark, tmp_
 
     with pytest.raises(ConcurrentDeleteDeleteError):
         optimize(spark, p, progress=progress)
-    assert log_versions(p) == versions + [versions[-1] + 1]
+    assert log_versions(p) == [*versions, versions[-1] + 1]
     assert commit_info(p, versions[-1] + 1)["engineInfo"].startswith("Apache-Spark")
     from urllib.parse import unquote
 
@@ -1063,7 +1119,7 @@ def test_concurrent_protocol_upgrade_to_unsupported_feature_aborts(spark, tmp_pa
 
     with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
         optimize(spark, p, progress=progress)
-    assert log_versions(p) == versions + [versions[-1] + 1]
+    assert log_versions(p) == [*versions, versions[-1] + 1]
     assert data_files(p) == files0
     assert rows_spark(spark, p) == before  # (deltalake 1.6 cannot read a table with the DV reader feature)
 
@@ -1090,8 +1146,15 @@ def test_special_characters_and_typed_partition_values(spark, tmp_path, writer):
     if writer == "delta-spark":
         arr = ", ".join("'" + s.replace("'", "\\'") + "'" for s in specials)
         spark_write(
-            spark, p, 16, 2,
-            ["id", f"element_at(array({arr}), CAST(id % 4 AS INT) + 1) AS s", "date_add(DATE'2024-02-28', CAST(id % 2 AS INT)) AS d"],
+            spark,
+            p,
+            16,
+            2,
+            [
+                "id",
+                f"element_at(array({arr}), CAST(id % 4 AS INT) + 1) AS s",
+                "date_add(DATE'2024-02-28', CAST(id % 2 AS INT)) AS d",
+            ],
             ["s", "d"],
         )
     else:
@@ -1100,7 +1163,9 @@ def test_special_characters_and_typed_partition_values(spark, tmp_path, writer):
             {
                 "id": pa.array(range(8), pa.int64()),
                 "s": [specials[i % 4] for i in range(8)],
-                "d": pa.array([datetime.date(2024, 2, 28) + datetime.timedelta(days=i % 2) for i in range(8)], pa.date32()),
+                "d": pa.array(
+                    [datetime.date(2024, 2, 28) + datetime.timedelta(days=i % 2) for i in range(8)], pa.date32()
+                ),
             },
             ["s", "d"],
             times=2,

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from dbt_delta_optimize.executor import optimize
+from dbt_delta_optimize.engine.executor import optimize
 from tests.helpers import log_versions, rows_deltars, rows_spark
 from tests.test_optimize import (
     adds_removes,
@@ -132,7 +133,12 @@ def oracle_table(spark, tmp_path_factory):
     ]
     spark_write(spark, p, 45, 3, [*cols, "element_at(array(0, 1, 3), CAST(id % 3 AS INT) + 1) AS part"], ["part"])
     spark_write(spark, p, 5, 1, [*cols, "2 AS part"], ["part"])
-    big = [c if not c.endswith(" AS name") else "concat(sha2(CAST(id AS STRING), 512), sha2(CAST(id + 1 AS STRING), 512)) AS name" for c in cols]
+    big = [
+        c
+        if not c.endswith(" AS name")
+        else "concat(sha2(CAST(id AS STRING), 512), sha2(CAST(id + 1 AS STRING), 512)) AS name"
+        for c in cols
+    ]
     spark_write(spark, p, 300, 1, [*big, "3 AS part"], ["part"])
     assert counts(p) == {(0,): 3, (1,): 3, (2,): 1, (3,): 4}
     large = [f for f in live_files(p) if f["size"] >= MIN_SIZE]
@@ -168,7 +174,14 @@ def test_chained_where_predicates_match_delta_spark(spark, tmp_path, oracle_tabl
     v0 = log_versions(ours)
     with session_conf(spark, minFileSize=str(MIN_SIZE)):
         mine = optimize(spark, ours, where=["part >= 1", "part < 3"])
-        ref = SparkDeltaTable.forPath(spark, theirs).optimize().where("part >= 1").where("part < 3").executeCompaction().collect()[0]
+        ref = (
+            SparkDeltaTable.forPath(spark, theirs)
+            .optimize()
+            .where("part >= 1")
+            .where("part < 3")
+            .executeCompaction()
+            .collect()[0]
+        )
     (vo,), (vt,) = new_versions(ours, v0), new_versions(theirs, v0)
     assert removed_paths(ours, [vo]) == removed_paths(theirs, [vt])
     assert counts(ours) == counts(theirs) == {(0,): 3, (1,): 1, (2,): 1, (3,): 4}
@@ -180,7 +193,9 @@ def test_chained_where_predicates_match_delta_spark(spark, tmp_path, oracle_tabl
 @pytest.mark.parametrize("batch_size", ["1", "1g"])
 def test_batches_match_delta_spark(spark, tmp_path, batch_size):
     src = str(tmp_path / "src")
-    spark_write(spark, src, 20, 2, ["id", "id % 5 AS part", "concat('v', repeat('w', CAST(id AS INT)))  AS value"], ["part"])
+    spark_write(
+        spark, src, 20, 2, ["id", "id % 5 AS part", "concat('v', repeat('w', CAST(id AS INT)))  AS value"], ["part"]
+    )
     ours, theirs = two_copies(src, tmp_path)
     v0 = log_versions(ours)
     with session_conf(spark, batchSize=batch_size):

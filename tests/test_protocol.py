@@ -12,19 +12,26 @@ import json
 import pyarrow as pa
 import pytest
 
-from dbt_delta_optimize.actions import Metadata, Protocol
-from dbt_delta_optimize.commit import Transaction
-from dbt_delta_optimize.errors import UnsupportedFeatureError
-from dbt_delta_optimize.protocol import (
+from dbt_delta_optimize.delta.actions import Metadata, Protocol
+from dbt_delta_optimize.delta.commit import Transaction
+from dbt_delta_optimize.delta.protocol import (
     SUPPORTED_WRITER_FEATURES,
     active_features,
     ensure_write_supported,
 )
-from dbt_delta_optimize.snapshot import load_snapshot
+from dbt_delta_optimize.delta.snapshot import load_snapshot
+from dbt_delta_optimize.errors import UnsupportedFeatureError
 from tests.helpers import data_files, log_snapshot, rows_deltars, rows_spark
 from tests.test_commit import in_partition, rewrite
 
-ALL_SUPPORTED_WRITERS = ("appendOnly", "invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "timestampNtz")
+ALL_SUPPORTED_WRITERS = (
+    "appendOnly",
+    "invariants",
+    "checkConstraints",
+    "generatedColumns",
+    "changeDataFeed",
+    "timestampNtz",
+)
 
 
 def _meta(configuration=None, fields=None) -> Metadata:
@@ -94,7 +101,12 @@ def test_refused_features_are_named(protocol, metadata, feature):
 
 def test_multiple_features_in_one_error():
     err = _refused(
-        Protocol(3, 7, ("deletionVectors", "columnMapping"), ("deletionVectors", "columnMapping", "rowTracking", "domainMetadata", "appendOnly")),
+        Protocol(
+            3,
+            7,
+            ("deletionVectors", "columnMapping"),
+            ("deletionVectors", "columnMapping", "rowTracking", "domainMetadata", "appendOnly"),
+        ),
         _meta({"delta.columnMapping.mode": "name"}),
     )
     assert err.features == ("columnMapping", "deletionVectors", "domainMetadata", "rowTracking")
@@ -203,7 +215,11 @@ ACCEPTED = {
     "appendOnly": ("TBLPROPERTIES ('delta.appendOnly' = 'true')", "id, CAST(id AS STRING) AS s", None),
     # NOT NULL columns are enforced as invariants; the writer feature comes with every table-features protocol.
     "invariants": ("TBLPROPERTIES ('delta.feature.invariants' = 'supported')", "id, CAST(id AS STRING) AS s", None),
-    "checkConstraints": ("", "id, CAST(id AS STRING) AS s", "ALTER TABLE delta.`{p}` ADD CONSTRAINT id_pos CHECK (id > 0)"),
+    "checkConstraints": (
+        "",
+        "id, CAST(id AS STRING) AS s",
+        "ALTER TABLE delta.`{p}` ADD CONSTRAINT id_pos CHECK (id > 0)",
+    ),
     "changeDataFeed": ("TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')", "id, CAST(id AS STRING) AS s", None),
     "timestampNtz": ("", "id, TIMESTAMP_NTZ'2024-01-02 03:04:05' AS ts", None),
 }
@@ -281,5 +297,7 @@ def test_deltars_table_with_deletion_vectors_is_refused(tmp_path):
     from deltalake import write_deltalake
 
     path = str(tmp_path / "rs_dv")
-    write_deltalake(path, pa.table({"id": pa.array([1, 2], pa.int64())}), configuration={"delta.enableDeletionVectors": "true"})
+    write_deltalake(
+        path, pa.table({"id": pa.array([1, 2], pa.int64())}), configuration={"delta.enableDeletionVectors": "true"}
+    )
     _assert_refused_untouched(path, {"deletionVectors"})

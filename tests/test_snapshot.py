@@ -10,14 +10,14 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pytest
 
-from dbt_delta_optimize.errors import NotADeltaTableError, TableNotFoundError
-from dbt_delta_optimize.snapshot import (
+from dbt_delta_optimize.delta.snapshot import (
     latest_version,
     load_snapshot,
     partition_key,
     read_commit,
     read_commits,
 )
+from dbt_delta_optimize.errors import NotADeltaTableError, TableNotFoundError
 from tests.helpers import rows_deltars, rows_spark
 
 SPECIALS = ["a b/c%d", "x=y#z?:ü", "50% off", "plain"]
@@ -59,7 +59,9 @@ def test_snapshot_of_spark_table_with_typed_special_partitions(spark, tmp_path):
     )
     rows = [
         (i, f"s{i}", p, n, datetime.date(2024, 1, 2))
-        for i, (p, n) in enumerate([(SPECIALS[0], 7), (SPECIALS[1], -1), (SPECIALS[2], None), (SPECIALS[3], 7), (None, 0), ("", 3)])
+        for i, (p, n) in enumerate(
+            [(SPECIALS[0], 7), (SPECIALS[1], -1), (SPECIALS[2], None), (SPECIALS[3], 7), (None, 0), ("", 3)]
+        )
     ]
     df = spark.createDataFrame(rows, "id long, s string, p_str string, p_int int, p_date date")
     df.coalesce(1).write.format("delta").mode("append").save(path)
@@ -108,7 +110,7 @@ def test_snapshot_of_deltars_table_with_special_partitions(tmp_path):
     t = pa.table(
         {
             "id": pa.array(range(len(SPECIALS) + 1), pa.int64()),
-            "part": pa.array(SPECIALS + [None], pa.string()),
+            "part": pa.array([*SPECIALS, None], pa.string()),
             "d": pa.array([datetime.date(2024, 5, 6)] * (len(SPECIALS) + 1), pa.date32()),
         }
     )
@@ -202,8 +204,8 @@ def test_tags_and_stats_round_trip(tmp_path):
     """Tags and stats written by a commit come back verbatim from load_snapshot."""
     from deltalake import write_deltalake
 
-    from dbt_delta_optimize.actions import AddFile
-    from dbt_delta_optimize.commit import Transaction
+    from dbt_delta_optimize.delta.actions import AddFile
+    from dbt_delta_optimize.delta.commit import Transaction
 
     path = str(tmp_path / "tags")
     write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))

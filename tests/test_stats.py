@@ -13,14 +13,15 @@ import glob
 import json
 import math
 import os
+from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from dbt_delta_optimize.actions import Protocol
-from dbt_delta_optimize.snapshot import Snapshot, load_snapshot
-from dbt_delta_optimize.stats import (
+from dbt_delta_optimize.delta.actions import Protocol
+from dbt_delta_optimize.delta.snapshot import Snapshot, load_snapshot
+from dbt_delta_optimize.inspect.stats import (
     StatsField,
     format_date,
     format_timestamp,
@@ -44,7 +45,9 @@ MAX_CP = "\U0010ffff"
 # --------------------------------------------------------------------------------------------
 
 
-def _write_delta(spark, path: str, df, *, props: dict[str, str] | None = None, partition_by: list[str] | None = None) -> Snapshot:
+def _write_delta(
+    spark, path: str, df, *, props: dict[str, str] | None = None, partition_by: list[str] | None = None
+) -> Snapshot:
     """Create the table (DDL from df, nullable columns, table properties) and append df as one file per partition."""
     cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)
     parts = f" PARTITIONED BY ({', '.join(f'`{p}`' for p in partition_by)})" if partition_by else ""
@@ -59,7 +62,14 @@ def _ours(snap: Snapshot, add, *, footer_only: bool = False, **kw: Any) -> str:
     if footer_only:
         import pyarrow.parquet as pq
 
-        return stats_from_parquet(pq.read_metadata(path), snap.schema, snap.partition_columns, snap.configuration, protocol=snap.protocol, **kw)
+        return stats_from_parquet(
+            pq.read_metadata(path),
+            snap.schema,
+            snap.partition_columns,
+            snap.configuration,
+            protocol=snap.protocol,
+            **kw,
+        )
     return stats_from_file(path, snap.schema, snap.partition_columns, snap.configuration, protocol=snap.protocol, **kw)
 
 
@@ -122,19 +132,106 @@ def test_many_types_match_delta(spark, tmp_path):
     """Numbers, decimals, NaN/infinities, long/unicode/escaped strings, temporal types, nested
     structs, arrays/maps with nulls, an all-null column and a mixed-case name, in one file."""
     rows = [
-        (1, 1, -2, 3_000_000_000, 1.5, math.nan, Decimal("1.25"), Decimal("12345678901234567890.123"), Decimal("0.00000001"),
-         "abc", "\u00e9" * 40, EMOJI * 40, "a" * 31 + EMOJI + "zzz", True, b"ab", dt.date(2024, 1, 2),
-         dt.datetime(2024, 1, 1, 0, 0, 0, 123456, tzinfo=UTC), dt.datetime(2024, 1, 1, 0, 0, 0, 987654),
-         (1, ("q", True)), [1, 2], {"k": 1}, None, "Mixed"),
-        (2, -1, 2, -3, -3.25, math.inf, Decimal("-1.25"), None, Decimal("-0.00000123"),
-         'q"u\\o\n\t\r\b\f\x01\x1f/\u2028\x7f', "z", EMOJI * 39 + "\U0001f601", "a" * 32 + "\x7f" + "x", False, None,
-         dt.date(1, 1, 1), dt.datetime(1969, 12, 31, 23, 59, 59, 999900, tzinfo=UTC), dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
-         None, None, None, None, None),
-        (3, None, None, None, None, -math.inf, None, None, None,
-         "b" * 40, None, None, None, None, None, dt.date(9999, 12, 31), None, None,
-         (None, None), [], {}, None, "a" * 33),
-        (None, None, None, None, None, None, None, None, None,
-         "", None, None, None, None, None, None, None, None, (5, ("a", None)), [None], {"n": None}, None, None),
+        (
+            1,
+            1,
+            -2,
+            3_000_000_000,
+            1.5,
+            math.nan,
+            Decimal("1.25"),
+            Decimal("12345678901234567890.123"),
+            Decimal("0.00000001"),
+            "abc",
+            "\u00e9" * 40,
+            EMOJI * 40,
+            "a" * 31 + EMOJI + "zzz",
+            True,
+            b"ab",
+            dt.date(2024, 1, 2),
+            dt.datetime(2024, 1, 1, 0, 0, 0, 123456, tzinfo=UTC),
+            dt.datetime(2024, 1, 1, 0, 0, 0, 987654),
+            (1, ("q", True)),
+            [1, 2],
+            {"k": 1},
+            None,
+            "Mixed",
+        ),
+        (
+            2,
+            -1,
+            2,
+            -3,
+            -3.25,
+            math.inf,
+            Decimal("-1.25"),
+            None,
+            Decimal("-0.00000123"),
+            'q"u\\o\n\t\r\b\f\x01\x1f/\u2028\x7f',
+            "z",
+            EMOJI * 39 + "\U0001f601",
+            "a" * 32 + "\x7f" + "x",
+            False,
+            None,
+            dt.date(1, 1, 1),
+            dt.datetime(1969, 12, 31, 23, 59, 59, 999900, tzinfo=UTC),
+            dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+            None,
+            None,
+            None,
+            None,
+            None,
+        ),
+        (
+            3,
+            None,
+            None,
+            None,
+            None,
+            -math.inf,
+            None,
+            None,
+            None,
+            "b" * 40,
+            None,
+            None,
+            None,
+            None,
+            None,
+            dt.date(9999, 12, 31),
+            None,
+            None,
+            (None, None),
+            [],
+            {},
+            None,
+            "a" * 33,
+        ),
+        (
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            "",
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            (5, ("a", None)),
+            [None],
+            {"n": None},
+            None,
+            None,
+        ),
     ]
     snap = _write_delta(spark, str(tmp_path / "t"), spark.createDataFrame(rows, MANY_TYPES))
     _assert_matches_delta(snap)
@@ -203,7 +300,17 @@ def test_pyarrow_written_file(spark, tmp_path):
     import pyarrow.parquet as pq
 
     rows = [
-        (1, 1.5, math.nan, 0.0, Decimal("-1.25"), "b" * 40, dt.datetime(2024, 1, 1, 0, 0, 0, 123456, tzinfo=UTC), (1, "q"), [1]),
+        (
+            1,
+            1.5,
+            math.nan,
+            0.0,
+            Decimal("-1.25"),
+            "b" * 40,
+            dt.datetime(2024, 1, 1, 0, 0, 0, 123456, tzinfo=UTC),
+            (1, "q"),
+            [1],
+        ),
         (2, math.nan, math.nan, -0.0, Decimal("3.50"), EMOJI * 20, None, None, None),
         (3, -2.0, None, 4.0, None, "a", dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), (None, None), []),
     ] * 50
@@ -212,7 +319,9 @@ def test_pyarrow_written_file(spark, tmp_path):
     (add,) = snap.files
     table = pq.read_table(snap.file_path(add.path), coerce_int96_timestamp_unit="us")
     out = str(tmp_path / "arrow.parquet")
-    pq.write_table(table, out, row_group_size=40, use_compliant_nested_type=True, coerce_timestamps="us", write_statistics=True)
+    pq.write_table(
+        table, out, row_group_size=40, use_compliant_nested_type=True, coerce_timestamps="us", write_statistics=True
+    )
     md = pq.read_metadata(out)
     assert md.created_by.startswith("parquet-cpp") and md.num_row_groups > 1
     assert stats_from_file(out, snap.schema, snap.partition_columns, snap.configuration) == add.stats
@@ -251,8 +360,12 @@ def test_stats_column_selection_matches_delta(spark, tmp_path, props):
 @pytest.mark.spark
 def test_partitioned_table(spark, tmp_path):
     """Partition columns are never in stats, nor counted against dataSkippingNumIndexedCols."""
-    df = spark.sql("select * from values ('p1', 1, 'x', 10L), ('p1', 2, 'y', 20L), ('p2', 3, 'z', 30L) as t(p, a, b, c)")
-    snap = _write_delta(spark, str(tmp_path / "t"), df, props={"delta.dataSkippingNumIndexedCols": "2"}, partition_by=["p"])
+    df = spark.sql(
+        "select * from values ('p1', 1, 'x', 10L), ('p1', 2, 'y', 20L), ('p2', 3, 'z', 30L) as t(p, a, b, c)"
+    )
+    snap = _write_delta(
+        spark, str(tmp_path / "t"), df, props={"delta.dataSkippingNumIndexedCols": "2"}, partition_by=["p"]
+    )
     assert len(snap.files) == 2
     _assert_matches_delta(snap)
     assert all(set(json.loads(f.stats)["nullCount"]) == {"a", "b"} for f in snap.files)
@@ -273,7 +386,9 @@ def test_column_mapping_and_deletion_vectors(spark, tmp_path):
     path = snap.file_path(add.path)
     assert stats_from_file(path, snap.schema, snap.partition_columns, snap.configuration) == add.stats
     no_dv = Protocol(3, 7, ("columnMapping",), ("columnMapping",))
-    assert "tightBounds" not in stats_from_file(path, snap.schema, snap.partition_columns, snap.configuration, protocol=no_dv)
+    assert "tightBounds" not in stats_from_file(
+        path, snap.schema, snap.partition_columns, snap.configuration, protocol=no_dv
+    )
 
 
 @pytest.mark.spark
@@ -304,7 +419,13 @@ def test_variant_and_dotted_names(spark, tmp_path):
 def test_session_time_zone(spark, tmp_path):
     """Timestamp bounds are rendered in the session time zone (historic LMT offsets keep seconds)."""
     df = spark.createDataFrame(
-        [(dt.datetime(2024, 1, 1, 0, 0, 0, 500000, tzinfo=UTC), dt.datetime(1900, 1, 1, tzinfo=UTC), dt.datetime(2024, 1, 1))],
+        [
+            (
+                dt.datetime(2024, 1, 1, 0, 0, 0, 500000, tzinfo=UTC),
+                dt.datetime(1900, 1, 1, tzinfo=UTC),
+                dt.datetime(2024, 1, 1),
+            )
+        ],
         "ts timestamp, old timestamp, ntz timestamp_ntz",
     )
     for tz in ("America/Los_Angeles", "Asia/Kolkata"):
@@ -375,7 +496,15 @@ def test_empty_file(spark, tmp_path):
         "fields": [
             {"name": "i", "type": "integer", "nullable": True, "metadata": {}},
             {"name": "s", "type": "string", "nullable": True, "metadata": {}},
-            {"name": "st", "type": {"type": "struct", "fields": [{"name": "a", "type": "integer", "nullable": True, "metadata": {}}]}, "nullable": True, "metadata": {}},
+            {
+                "name": "st",
+                "type": {
+                    "type": "struct",
+                    "fields": [{"name": "a", "type": "integer", "nullable": True, "metadata": {}}],
+                },
+                "nullable": True,
+                "metadata": {},
+            },
             {"name": "b", "type": "boolean", "nullable": True, "metadata": {}},
         ],
     }
@@ -416,13 +545,27 @@ SCHEMA = _struct(
 def test_stats_columns_num_indexed_cols():
     assert _leaf_names(stats_columns(SCHEMA, [], {})) == ["a", "st.x", "st.y.z", "st.y.w", "st.v", "c", "arr", "d"]
     assert _leaf_names(stats_columns(SCHEMA, [], {"delta.dataSkippingNumIndexedCols": "3"})) == ["a", "st.x", "st.y.z"]
-    assert _leaf_names(stats_columns(SCHEMA, [], {"delta.dataSkippingNumIndexedCols": "7"})) == ["a", "st.x", "st.y.z", "st.y.w", "st.v", "c", "arr"]
+    assert _leaf_names(stats_columns(SCHEMA, [], {"delta.dataSkippingNumIndexedCols": "7"})) == [
+        "a",
+        "st.x",
+        "st.y.z",
+        "st.y.w",
+        "st.v",
+        "c",
+        "arr",
+    ]
     assert stats_columns(SCHEMA, [], {"delta.dataSkippingNumIndexedCols": "0"}) == ()
     assert len(_leaf_names(stats_columns(SCHEMA, [], {"delta.dataSkippingNumIndexedCols": "-1"}))) == 8
     wide = _struct(*[_f(f"c{i}", "integer") for i in range(40)])
     assert _leaf_names(stats_columns(wide, [], {})) == [f"c{i}" for i in range(32)]
     # partition columns are dropped before counting
-    assert _leaf_names(stats_columns(wide, ["C0", "c5"], {"delta.dataSkippingNumIndexedCols": "5"})) == ["c1", "c2", "c3", "c4", "c6"]
+    assert _leaf_names(stats_columns(wide, ["C0", "c5"], {"delta.dataSkippingNumIndexedCols": "5"})) == [
+        "c1",
+        "c2",
+        "c3",
+        "c4",
+        "c6",
+    ]
 
 
 def test_stats_columns_named():
@@ -432,7 +575,10 @@ def test_stats_columns_named():
     assert _leaf_names(stats_columns(SCHEMA, [], cfg)) == ["st.x"]
     assert stats_columns(SCHEMA, [], {"delta.dataSkippingStatsColumns": " "}) == ()
     odd = _struct(_f("we.ird", "integer"), _f("x`y", "string"))
-    assert _leaf_names(stats_columns(odd, [], {"delta.dataSkippingStatsColumns": "`we.ird`,`x``y`"})) == ["we.ird", "x`y"]
+    assert _leaf_names(stats_columns(odd, [], {"delta.dataSkippingStatsColumns": "`we.ird`,`x``y`"})) == [
+        "we.ird",
+        "x`y",
+    ]
     # the named list wins over numIndexedCols
     cfg = {"delta.dataSkippingStatsColumns": "d", "delta.dataSkippingNumIndexedCols": "1"}
     assert _leaf_names(stats_columns(SCHEMA, [], cfg)) == ["d"]
@@ -441,10 +587,16 @@ def test_stats_columns_named():
 def test_stats_columns_column_mapping():
     schema = _struct(
         _f("Col A", "integer", **{"delta.columnMapping.physicalName": "col-1"}),
-        _f("st", _struct(_f("In", "string", **{"delta.columnMapping.physicalName": "col-3"})), **{"delta.columnMapping.physicalName": "col-2"}),
+        _f(
+            "st",
+            _struct(_f("In", "string", **{"delta.columnMapping.physicalName": "col-3"})),
+            **{"delta.columnMapping.physicalName": "col-2"},
+        ),
     )
     assert _leaf_names(stats_columns(schema, [], {"delta.columnMapping.mode": "name"})) == ["col-1", "col-2.col-3"]
-    assert _leaf_names(stats_columns(schema, [], {"delta.columnMapping.mode": "name", "delta.dataSkippingStatsColumns": "st.in"})) == ["col-2.col-3"]
+    assert _leaf_names(
+        stats_columns(schema, [], {"delta.columnMapping.mode": "name", "delta.dataSkippingStatsColumns": "st.in"})
+    ) == ["col-2.col-3"]
     assert _leaf_names(stats_columns(schema, [], {})) == ["Col A", "st.In"]
 
 
@@ -473,9 +625,21 @@ def test_truncate_strings():
 
 def test_java_float_strings():
     cases = {
-        1.0: "1.0", 100.0: "100.0", 0.1: "0.1", 0.001: "0.001", 1234567.0: "1234567.0", 1e7: "1.0E7",
-        1e10: "1.0E10", 1e-5: "1.0E-5", 0.00099: "9.9E-4", 123.456: "123.456", -2.5: "-2.5", -0.0: "-0.0",
-        5e-324: "4.9E-324", 1.7976931348623157e308: "1.7976931348623157E308", 2e23: "2.0E23",
+        1.0: "1.0",
+        100.0: "100.0",
+        0.1: "0.1",
+        0.001: "0.001",
+        1234567.0: "1234567.0",
+        1e7: "1.0E7",
+        1e10: "1.0E10",
+        1e-5: "1.0E-5",
+        0.00099: "9.9E-4",
+        123.456: "123.456",
+        -2.5: "-2.5",
+        -0.0: "-0.0",
+        5e-324: "4.9E-324",
+        1.7976931348623157e308: "1.7976931348623157E308",
+        2e23: "2.0E23",
     }
     for value, expected in cases.items():
         assert java_float_string(value) == expected, value

@@ -9,8 +9,9 @@ import copy
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import click
 import pyarrow as pa
@@ -19,11 +20,11 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
-from dbt_delta_optimize.actions import AddFile, RemoveFile
-from dbt_delta_optimize.cli_inspect import health, history, validate
+from dbt_delta_optimize.cli.inspect import health, history, validate
+from dbt_delta_optimize.delta.actions import AddFile, RemoveFile
+from dbt_delta_optimize.delta.snapshot import load_snapshot
 from dbt_delta_optimize.errors import InvalidArgumentError, TableNotFoundError, ValidationError
-from dbt_delta_optimize.snapshot import load_snapshot
-from dbt_delta_optimize.validate import CODES, Finding, ValidationReport, validate_actions, validate_commit
+from dbt_delta_optimize.inspect.validate import CODES, Finding, ValidationReport, validate_actions, validate_commit
 
 CLI = click.Group(commands=[validate, health, history])
 
@@ -88,7 +89,7 @@ def recompute_metrics(actions: list[dict[str, Any]]) -> None:
 @pytest.fixture(scope="module")
 def ours_template(spark, tmp_path_factory):
     """delta-spark table, 2 partitions x 3 small files; version 1 is our OPTIMIZE (3 files -> 1 per partition)."""
-    from dbt_delta_optimize.executor import optimize
+    from dbt_delta_optimize.engine.executor import optimize
 
     p = str(tmp_path_factory.mktemp("validate") / "ours")
     spark.range(0, N, 1, 3).selectExpr(*EXPRS).write.format("delta").partitionBy("part").save(p)
@@ -105,7 +106,9 @@ def ours(ours_template, tmp_path):
 
 
 def rs_table(path: str, appends: int = 3) -> None:
-    t = pa.table({"id": list(range(10)), "part": [i % 2 for i in range(10)], "s": [{"a": i, "b": f"v{i}"} for i in range(10)]})
+    t = pa.table(
+        {"id": list(range(10)), "part": [i % 2 for i in range(10)], "s": [{"a": i, "b": f"v{i}"} for i in range(10)]}
+    )
     for _ in range(appends):
         write_deltalake(path, t, partition_by=["part"], mode="append")
 
@@ -204,8 +207,18 @@ def _set_stats(add: dict[str, Any], st: dict[str, Any]) -> None:
 
 
 def m_remove_not_live(actions, path):
-    actions.append({"remove": {"path": "part=0/part-00009-ghost.c000.snappy.parquet", "deletionTimestamp": 1,
-                               "dataChange": False, "extendedFileMetadata": True, "partitionValues": {"part": "0"}, "size": 1234}})
+    actions.append(
+        {
+            "remove": {
+                "path": "part=0/part-00009-ghost.c000.snappy.parquet",
+                "deletionTimestamp": 1,
+                "dataChange": False,
+                "extendedFileMetadata": True,
+                "partitionValues": {"part": "0"},
+                "size": 1234,
+            }
+        }
+    )
 
 
 def m_add_missing(actions, path):
@@ -304,7 +317,12 @@ def m_remove_size(actions, path):
 
 def m_remove_dv(actions, path):
     _first(actions, "remove")["deletionVector"] = {
-        "storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1, "sizeInBytes": 36, "cardinality": 2}
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": 2,
+    }
 
 
 def m_remove_twice(actions, path):
@@ -446,7 +464,9 @@ def test_finding_paths_and_messages(ours):
     clean = read_actions(ours, 1)
     write_actions(ours, 1, mutated(ours, Case(m_min_gt_max_nested, frozenset())))
     (f,) = validate_commit(ours, 1).findings
-    assert f.code == "stats_min_gt_max" and "s.a" in f.message and f.path == _first(read_actions(ours, 1), "add")["path"]
+    assert (
+        f.code == "stats_min_gt_max" and "s.a" in f.message and f.path == _first(read_actions(ours, 1), "add")["path"]
+    )
     write_actions(ours, 1, clean)
     write_actions(ours, 1, mutated(ours, Case(m_drop_remove, frozenset())))
     r = validate_commit(ours, 1)

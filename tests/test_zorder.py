@@ -22,13 +22,22 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
-from dbt_delta_optimize import zorder
-from dbt_delta_optimize.cli import cli
+from dbt_delta_optimize.cli.main import cli
+from dbt_delta_optimize.engine import clustering as zorder
+from dbt_delta_optimize.engine.clustering import COLUMNS_TAG, CURVE_TAG
+from dbt_delta_optimize.engine.executor import optimize
 from dbt_delta_optimize.errors import InvalidArgumentError
-from dbt_delta_optimize.executor import optimize
-from dbt_delta_optimize.metrics import OptimizeMetrics
-from dbt_delta_optimize.zorder import COLUMNS_TAG, CURVE_TAG
-from tests.helpers import _key, _norm, assert_same_rows, data_files, log_snapshot, log_versions, rows_deltars, rows_spark
+from dbt_delta_optimize.plan.metrics import OptimizeMetrics
+from tests.helpers import (
+    _key,
+    _norm,
+    assert_same_rows,
+    data_files,
+    log_snapshot,
+    log_versions,
+    rows_deltars,
+    rows_spark,
+)
 from tests.test_optimize import (
     HISTORY_METRIC_KEYS,
     adds_removes,
@@ -62,7 +71,9 @@ def rows_both(spark, path: str) -> tuple[list[tuple], list[tuple]]:
     return got_spark, rows_rs(path)
 
 
-def zorder_checked(spark, path: str, zorder_by: list[str], expected: list[tuple] | None = None, **kw: Any) -> OptimizeMetrics:
+def zorder_checked(
+    spark, path: str, zorder_by: list[str], expected: list[tuple] | None = None, **kw: Any
+) -> OptimizeMetrics:
     """Run a Z-order; afterwards both engines must read exactly ``expected`` (default: the rows before).
 
     (A delta-spark read costs ~2 s per new table version on 2 cores, so tests chain ``expected``
@@ -86,7 +97,12 @@ def file_stats(path: str, cols: list[str]) -> list[dict[str, Any]]:
     """Per live file: numRecords and min/max of ``cols`` from its AddFile stats (delta-rs replay)."""
     t = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
     return [
-        {"path": r["path"], "n": r["num_records"], **{f"min.{c}": r[f"min.{c}"] for c in cols}, **{f"max.{c}": r[f"max.{c}"] for c in cols}}
+        {
+            "path": r["path"],
+            "n": r["num_records"],
+            **{f"min.{c}": r[f"min.{c}"] for c in cols},
+            **{f"max.{c}": r[f"max.{c}"] for c in cols},
+        }
         for r in t
     ]
 
@@ -113,7 +129,9 @@ def write_nested(spark, path: str, writer: str, n: int = 60, files: int = 3) -> 
             path,
             {
                 "a": pa.array(ids, pa.int64()),
-                "b": pa.array([{"c": (i * 7) % 50, "d": i} for i in ids], pa.struct([("c", pa.int64()), ("d", pa.int64())])),
+                "b": pa.array(
+                    [{"c": (i * 7) % 50, "d": i} for i in ids], pa.struct([("c", pa.int64()), ("d", pa.int64())])
+                ),
                 "flat.a": [str((i * 13) % 40) for i in ids],
                 "nested": pa.array(
                     [{"sub": {"c": (i * 3) % 17}} for i in ids], pa.struct([("sub", pa.struct([("c", pa.int64())]))])
@@ -134,7 +152,11 @@ def write_parts(spark, path: str, writer: str, parts: int = 5, files: int = 2, r
             ids = list(range(k * per, (k + 1) * per))
             rs_append(
                 path,
-                {"id": pa.array(ids, pa.int64()), "part": pa.array([i % parts for i in ids], pa.int64()), "value": [f"v{i}" for i in ids]},
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "part": pa.array([i % parts for i in ids], pa.int64()),
+                    "value": [f"v{i}" for i in ids],
+                },
                 ["part"],
             )
     assert counts(path) == {(i,): files for i in range(parts)}
@@ -205,7 +227,7 @@ def test_nested_quoted_and_deep_nested_columns(spark, tmp_path, writer):
         after = {f["path"] for f in live_files(p)}
         assert m.num_files_removed == len(before) and m.num_files_added == len(after), cols
         assert not (before & after)
-        assert log_versions(p) == versions + [versions[-1] + 1]
+        assert log_versions(p) == [*versions, versions[-1] + 1]
         assert_optimize_commit(p, versions[-1] + 1, removed=before)
         for a in new_adds(p, m):
             assert json.loads(a["tags"][COLUMNS_TAG]) == tag and a["tags"][CURVE_TAG] == "zorder"
@@ -231,7 +253,14 @@ def test_columns_without_stats(spark, tmp_path, conf, writer):
         for _ in range(3):
             write_deltalake(
                 p,
-                pa.table({"id": pa.array(range(10), pa.int64()), "a": pa.array(range(0, 20, 2), pa.int64()), "b": [str(i) for i in range(10)], "part": pa.array([i % 2 for i in range(10)], pa.int64())}),
+                pa.table(
+                    {
+                        "id": pa.array(range(10), pa.int64()),
+                        "a": pa.array(range(0, 20, 2), pa.int64()),
+                        "b": [str(i) for i in range(10)],
+                        "part": pa.array([i % 2 for i in range(10)], pa.int64()),
+                    }
+                ),
                 partition_by=["part"],
                 mode="append",
                 configuration={"delta.dataSkippingNumIndexedCols": "1"},
@@ -260,12 +289,24 @@ def test_null_partition_ends_with_one_file_per_partition(spark, tmp_path, writer
     p = str(tmp_path / "t")
     if writer == "delta-spark":
         spark_write(
-            spark, p, 30, 3,
+            spark,
+            p,
+            30,
+            3,
             ["id", "CASE WHEN id % 3 = 0 THEN NULL ELSE CAST(id % 3 AS STRING) END AS part", "id * 7 % 11 AS v"],
             ["part"],
         )
     else:
-        rs_append(p, {"id": pa.array(range(9), pa.int64()), "part": [None, "1", "2"] * 3, "v": pa.array([i * 7 % 11 for i in range(9)], pa.int64())}, ["part"], times=3)
+        rs_append(
+            p,
+            {
+                "id": pa.array(range(9), pa.int64()),
+                "part": [None, "1", "2"] * 3,
+                "v": pa.array([i * 7 % 11 for i in range(9)], pa.int64()),
+            },
+            ["part"],
+            times=3,
+        )
     assert counts(p) == {(None,): 3, ("1",): 3, ("2",): 3}
     before = rows_spark(spark, p)
 
@@ -355,7 +396,11 @@ def test_interleaving_on_three_columns(spark, tmp_path):
     expected = []
     for k in range(4):
         ids = range(k * 128, (k + 1) * 128)
-        vals = {"c1": list(ids), "c2": [((i << 1) | (i >> 8)) & 511 for i in ids], "c3": [((i << 2) | (i >> 7)) & 511 for i in ids]}
+        vals = {
+            "c1": list(ids),
+            "c2": [((i << 1) | (i >> 8)) & 511 for i in ids],
+            "c3": [((i << 2) | (i >> 7)) & 511 for i in ids],
+        }
         expected.append(tuple(x for c in cols for x in (min(vals[c]), max(vals[c]))))
     boxes = sorted(tuple(x for c in cols for x in (f[f"min.{c}"], f[f"max.{c}"])) for f in files)
     assert boxes == sorted(expected)
@@ -419,7 +464,15 @@ def test_zorder_metrics_history_and_row_shape_match_delta_spark(spark, tmp_path,
     assert list(row.asDict()) == list(ref.asDict()) == ["path", "metrics"]
     assert list(row.metrics.asDict()) == list(ref.metrics.asDict())
     assert row.metrics.zOrderStats.asDict(recursive=True) == ref.metrics.zOrderStats.asDict(recursive=True)
-    for key in ("numFilesRemoved", "numFilesAdded", "partitionsOptimized", "numBins", "numBatches", "totalConsideredFiles", "totalFilesSkipped"):
+    for key in (
+        "numFilesRemoved",
+        "numFilesAdded",
+        "partitionsOptimized",
+        "numBins",
+        "numBatches",
+        "totalConsideredFiles",
+        "totalFilesSkipped",
+    ):
         assert getattr(row.metrics, key) == getattr(ref.metrics, key), key
     assert row.metrics.filesRemoved.asDict() == ref.metrics.filesRemoved.asDict()
 
@@ -435,10 +488,21 @@ def test_zorder_metrics_history_and_row_shape_match_delta_spark(spark, tmp_path,
     adds, removes = adds_removes(ours, version)
     sizes = sorted(a["size"] for a in adds)
     n = len(sizes)
-    assert (om["numAddedFiles"], om["numRemovedFiles"]) == ("5", "15") == (href["operationMetrics"]["numAddedFiles"], href["operationMetrics"]["numRemovedFiles"])
-    assert om["numAddedBytes"] == str(sum(sizes)) and om["numRemovedBytes"] == str(removed_bytes) == href["operationMetrics"]["numRemovedBytes"]
+    assert (
+        (om["numAddedFiles"], om["numRemovedFiles"])
+        == ("5", "15")
+        == (href["operationMetrics"]["numAddedFiles"], href["operationMetrics"]["numRemovedFiles"])
+    )
+    assert (
+        om["numAddedBytes"] == str(sum(sizes))
+        and om["numRemovedBytes"] == str(removed_bytes) == href["operationMetrics"]["numRemovedBytes"]
+    )
     assert (om["minFileSize"], om["maxFileSize"]) == (str(sizes[0]), str(sizes[-1]))
-    assert (om["p25FileSize"], om["p50FileSize"], om["p75FileSize"]) == (str(sizes[n // 4]), str(sizes[n // 2]), str(sizes[n * 3 // 4]))
+    assert (om["p25FileSize"], om["p50FileSize"], om["p75FileSize"]) == (
+        str(sizes[n // 4]),
+        str(sizes[n // 2]),
+        str(sizes[n * 3 // 4]),
+    )
     assert om["numDeletionVectorsRemoved"] == "0"
     assert {r["path"] for r in removes} == {f["path"] for f in start}
 
@@ -510,7 +574,9 @@ def test_incremental_zorder(spark, tmp_path, writer):
 
     # Append to partition 1 only: only that partition is rewritten.
     if writer == "delta-spark":
-        spark.createDataFrame([(100, 1, "new")], "id long, part long, value string").write.format("delta").mode("append").save(p)
+        spark.createDataFrame([(100, 1, "new")], "id long, part long, value string").write.format("delta").mode(
+            "append"
+        ).save(p)
     else:
         rs_append(p, {"id": pa.array([100], pa.int64()), "part": pa.array([1], pa.int64()), "value": ["new"]}, ["part"])
     before = files_by_partition(p)
@@ -527,7 +593,11 @@ def test_incremental_zorder(spark, tmp_path, writer):
     if writer == "delta-rs":
         return
     # Other columns, another curve, or full=True: everything is rewritten.
-    for kw in ({"zorder_by": ["value", "id"]}, {"zorder_by": ["value", "id"], "curve": "hilbert"}, {"zorder_by": ["value", "id"], "curve": "hilbert", "full": True}):
+    for kw in (
+        {"zorder_by": ["value", "id"]},
+        {"zorder_by": ["value", "id"], "curve": "hilbert"},
+        {"zorder_by": ["value", "id"], "curve": "hilbert", "full": True},
+    ):
         before = files_by_partition(p)
         kw = dict(kw)
         m = zorder_checked(spark, p, kw.pop("zorder_by"), expected, **kw)
@@ -574,7 +644,9 @@ def test_sort_within_files_orders_rows_by_curve_key(spark, tmp_path, conf, curve
     data = [(rnd.randrange(64), rnd.randrange(64), i) for i in range(600)]
     spark.createDataFrame(data, "x long, y long, i long").repartition(3).write.format("delta").save(p)
     before = rows_deltars(p)
-    assert {r[1] for r in before} == set(range(64)) and {r[2] for r in before} == set(range(64)), "setup: every value present"
+    assert {r[1] for r in before} == set(range(64)) and {r[2] for r in before} == set(range(64)), (
+        "setup: every value present"
+    )
     conf(MDC + "sortWithinFiles", "true")
     size = sum(f["size"] for f in live_files(p))
 
@@ -598,7 +670,10 @@ def test_sort_within_files_orders_rows_by_curve_key(spark, tmp_path, conf, curve
 def test_zorder_on_many_types_with_nulls(spark, tmp_path):
     p = str(tmp_path / "t")
     spark_write(
-        spark, p, 200, 4,
+        spark,
+        p,
+        200,
+        4,
         [
             "id",
             "CASE WHEN id % 7 = 0 THEN NULL ELSE concat('s', CAST(id * 13 % 50 AS STRING), chr(39), chr(92)) END AS s",
@@ -615,7 +690,9 @@ def test_zorder_on_many_types_with_nulls(spark, tmp_path):
     size = sum(f["size"] for f in live_files(p))
     expected = rows_rs(p)
     for curve in ("zorder", "hilbert"):
-        m = zorder_checked(spark, p, cols if curve == "zorder" else cols[:5], expected, curve=curve, max_file_size=size // 3)
+        m = zorder_checked(
+            spark, p, cols if curve == "zorder" else cols[:5], expected, curve=curve, max_file_size=size // 3
+        )
         assert m.num_files_added >= 2
 
 
@@ -634,7 +711,10 @@ def files_scanned(path: str, queries) -> int:
     """Files a min/max-stats reader must open over all queries (boxes from the AddFile stats)."""
     boxes = [(f["min.x"], f["max.x"], f["min.y"], f["max.y"]) for f in file_stats(path, ["x", "y"])]
     return sum(
-        1 for (x0, x1, y0, y1) in queries for (a0, a1, b0, b1) in boxes if a0 <= x1 and a1 >= x0 and b0 <= y1 and b1 >= y0
+        1
+        for (x0, x1, y0, y1) in queries
+        for (a0, a1, b0, b1) in boxes
+        if a0 <= x1 and a1 >= x0 and b0 <= y1 and b1 >= y0
     )
 
 
@@ -661,8 +741,10 @@ def test_pruning_at_least_as_good_as_delta_spark(spark, tmp_path, conf):
             assert rows_deltars(p) == before
         scanned[name] = files_scanned(p, queries)
         n_files[name] = len(live_files(p))
-    print(f"\nfiles scanned by {len(queries)} range queries (files in table): "
-          + ", ".join(f"{k} {scanned[k]} ({n_files[k]})" for k in scanned))
+    print(
+        f"\nfiles scanned by {len(queries)} range queries (files in table): "
+        + ", ".join(f"{k} {scanned[k]} ({n_files[k]})" for k in scanned)
+    )
     assert n_files["zorder"] == n_files["hilbert"] == n_files["delta-spark"] == 16
     # Same curve as delta-spark, but delta-spark's range sampling (RangePartitioner, seeded by RDD
     # id) and noise vary from run to run: over 12 runs it scanned 322-379 files (unclustered 4000).
@@ -713,7 +795,10 @@ def test_range_ids_match_a_python_binary_search(spark):
     assert len(bounds) == 999
     probe = doubles[:500] + bounds[:40] + [-100.0, 100.0, float("inf"), float("-inf")]
     df = spark.createDataFrame([(v,) for v in probe] + [(None,), (float("nan"),)], "v double")
-    got = {r["v"] if r["v"] == r["v"] else "nan": r["rid"] for r in zorder._with_range_id(df, "`v`", bounds, "rid").collect()}
+    got = {
+        r["v"] if r["v"] == r["v"] else "nan": r["rid"]
+        for r in zorder._with_range_id(df, "`v`", bounds, "rid").collect()
+    }
     for v in probe:
         assert got[v] == bisect.bisect_left(bounds, v), v
     assert got[None] == 0 and got["nan"] == len(bounds)
@@ -741,7 +826,7 @@ def test_spark_hilbert_keys_equal_the_reference_implementation(spark, dims):
     names = [f"c{i}" for i in range(dims)]
     rows = [tuple(rnd.randrange(1000) for _ in range(dims)) for _ in range(200)]
     keyed, key_names = zorder.add_curve_keys(spark.createDataFrame(rows, names), names, spec)
-    got = sorted(((tuple(r[k] for k in key_names), tuple(r[n] for n in names)) for r in keyed.collect()))
+    got = sorted((tuple(r[k] for k in key_names), tuple(r[n] for n in names)) for r in keyed.collect())
     assert [zorder.hilbert_index(list(ids), spec.bits) for _, ids in got] == sorted(
         zorder.hilbert_index(list(ids), spec.bits) for ids in rows
     )
@@ -750,7 +835,7 @@ def test_spark_hilbert_keys_equal_the_reference_implementation(spark, dims):
 
 def test_jit_sized_codegen_is_scoped_and_respects_the_users_setting(spark, tmp_path):
     """Clustering lowers hugeMethodLimit to the JIT's 8000 only while it writes, and never overrides a user's value."""
-    from dbt_delta_optimize.spark import HUGE_METHOD_KEY, jit_sized_codegen
+    from dbt_delta_optimize.engine.session import HUGE_METHOD_KEY, jit_sized_codegen
 
     assert not spark._jsparkSession.sessionState().conf().contains(HUGE_METHOD_KEY)
     with jit_sized_codegen(spark):

@@ -8,9 +8,8 @@ import random
 
 import pytest
 
-from dbt_delta_optimize.actions import AddFile
-from dbt_delta_optimize.errors import InvalidArgumentError
-from dbt_delta_optimize.zorder import (
+from dbt_delta_optimize.delta.actions import AddFile
+from dbt_delta_optimize.engine.clustering import (
     COLUMNS_TAG,
     CURVE_TAG,
     ClusteringSpec,
@@ -22,6 +21,7 @@ from dbt_delta_optimize.zorder import (
     range_bounds,
     resolve_columns,
 )
+from dbt_delta_optimize.errors import InvalidArgumentError
 
 SCHEMA = {
     "type": "struct",
@@ -29,7 +29,12 @@ SCHEMA = {
         {"name": "id", "type": "long", "nullable": True, "metadata": {}},
         {"name": "p", "type": "integer", "nullable": True, "metadata": {}},
         {"name": "flat.a", "type": "string", "nullable": True, "metadata": {}},
-        {"name": "b", "type": {"type": "struct", "fields": [{"name": "c", "type": "double", "nullable": True, "metadata": {}}]}, "nullable": True, "metadata": {}},
+        {
+            "name": "b",
+            "type": {"type": "struct", "fields": [{"name": "c", "type": "double", "nullable": True, "metadata": {}}]},
+            "nullable": True,
+            "metadata": {},
+        },
         {"name": "flag", "type": "boolean", "nullable": True, "metadata": {}},
         {"name": "late", "type": "long", "nullable": True, "metadata": {}},
     ],
@@ -50,7 +55,7 @@ def test_hilbert_visits_every_cell_once_with_unit_steps(dims, bits):
     cells = {hilbert_index(list(p), bits): p for p in itertools.product(range(side), repeat=dims)}
     assert sorted(cells) == list(range(side**dims))
     path = [cells[i] for i in range(side**dims)]
-    assert all(sum(abs(a - b) for a, b in zip(p, q)) == 1 for p, q in zip(path, path[1:]))
+    assert all(sum(abs(a - b) for a, b in zip(p, q)) == 1 for p, q in itertools.pairwise(path))
 
 
 def test_range_bounds_dense_ids_and_quantiles():
@@ -123,7 +128,7 @@ def test_spark_curve_keys_equal_the_reference_implementation(spark, curve, dims)
 
 # --------------------------------------------------------------- file split points (pure)
 def test_key_chunks_compare_like_the_whole_index():
-    from dbt_delta_optimize.zorder import _key_chunks
+    from dbt_delta_optimize.engine.clustering import _key_chunks
 
     rnd = random.Random(4)
     for total in (10, 62, 63, 90, 124, 130):
@@ -135,7 +140,7 @@ def test_key_chunks_compare_like_the_whole_index():
 
 
 def test_split_points_cut_distinct_keys_exactly_and_split_heavy_keys_by_noise():
-    from dbt_delta_optimize.zorder import split_points
+    from dbt_delta_optimize.engine.clustering import split_points
 
     spec = ClusteringSpec((("a",), ("b",)), "zorder", num_ranges=16)
     bounds = [list(range(15)), list(range(15))]  # ids = the values themselves
@@ -160,7 +165,7 @@ def test_split_points_cut_distinct_keys_exactly_and_split_heavy_keys_by_noise():
 
 
 def test_aligned_boundary_picks_the_most_aligned_index_in_the_window():
-    from dbt_delta_optimize.zorder import _aligned_boundary
+    from dbt_delta_optimize.engine.clustering import _aligned_boundary
 
     assert _aligned_boundary(57, 69) == 64
     assert _aligned_boundary(64, 69) == 68  # in (64, 69], 68 has two trailing zero bits, 66 one

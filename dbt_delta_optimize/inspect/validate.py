@@ -37,17 +37,18 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from .actions import ADD, COMMIT_INFO, METADATA, PROTOCOL, REMOVE, AddFile, RemoveFile, parse_stats
-from .errors import InvalidArgumentError, ValidationError
-from .storage import local_path, table_uri
+from ..delta.actions import ADD, COMMIT_INFO, METADATA, PROTOCOL, REMOVE, AddFile, RemoveFile, parse_stats
+from ..delta.storage import local_path, table_uri
+from ..errors import InvalidArgumentError, ValidationError
 
 if TYPE_CHECKING:
-    from .snapshot import Snapshot
+    from ..delta.snapshot import Snapshot
 
 __all__ = [
     "CODES",
@@ -147,7 +148,11 @@ class ValidationReport:
 
     def describe(self) -> str:
         """A readable multi-line summary (what the CLI prints)."""
-        what = f"version {self.version}" if self.version is not None else f"uncommitted actions on version {self.read_version}"
+        what = (
+            f"version {self.version}"
+            if self.version is not None
+            else f"uncommitted actions on version {self.read_version}"
+        )
         by = f" by {self.engine}" if self.engine else ""
         head = (
             f"{self.table} {what} ({self.operation or 'unknown operation'}{by}): "
@@ -159,7 +164,7 @@ class ValidationReport:
         lines += [f"  {f}" for f in self.findings]
         return "\n".join(lines)
 
-    def raise_if_invalid(self) -> "ValidationReport":
+    def raise_if_invalid(self) -> ValidationReport:
         """Raise ValidationError listing the findings (the executor's guard); return self when ok."""
         if not self.ok:
             shown = "; ".join(str(f) for f in self.findings[:10])
@@ -266,7 +271,7 @@ def _min_gt_max(lo: Any, hi: Any, typ: str | None) -> bool:
                 return False
         # Strings: Spark orders by UTF-8 bytes (code points), delta-spark truncates in UTF-16 units.
         return lo > hi and _utf16_key(lo) > _utf16_key(hi)
-    if isinstance(lo, (int, float)) and isinstance(hi, str) or isinstance(lo, str) and isinstance(hi, (int, float)):
+    if (isinstance(lo, (int, float)) and isinstance(hi, str)) or (isinstance(lo, str) and isinstance(hi, (int, float))):
         try:
             return Decimal(str(lo)) > Decimal(str(hi))
         except InvalidOperation:
@@ -274,7 +279,7 @@ def _min_gt_max(lo: Any, hi: Any, typ: str | None) -> bool:
     return False
 
 
-def _stats_types(snapshot: "Snapshot | None") -> dict[tuple[str, ...], str]:
+def _stats_types(snapshot: Snapshot | None) -> dict[tuple[str, ...], str]:
     """Stats-JSON leaf path (physical names) -> Delta type name, from the table schema."""
     if snapshot is None:
         return {}
@@ -285,9 +290,9 @@ def _stats_types(snapshot: "Snapshot | None") -> dict[tuple[str, ...], str]:
     def walk(fields: Iterable[Any], prefix: tuple[str, ...]) -> None:
         for f in fields:
             if f.is_struct:
-                walk(f.children or (), prefix + (f.name,))
+                walk(f.children or (), (*prefix, f.name))
             elif isinstance(f.type, str):
-                out[prefix + (f.name,)] = f.type
+                out[(*prefix, f.name)] = f.type
 
     try:
         walk(stats_columns(snapshot.schema, snapshot.partition_columns, snapshot.configuration), ())
@@ -317,17 +322,19 @@ def check_stats(path: str, stats: str | None, types: Mapping[tuple[str, ...], st
 
     def bounds(lo: Mapping[str, Any], hi: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
         for k in lo.keys() & hi.keys():
-            a, b, p = lo[k], hi[k], prefix + (k,)
+            a, b, p = lo[k], hi[k], (*prefix, k)
             if isinstance(a, dict) and isinstance(b, dict):
                 bounds(a, b, p)
             elif isinstance(a, dict) or isinstance(b, dict):
-                findings.append(Finding("stats_unparsable", f"minValues/maxValues disagree on the shape of {'.'.join(p)}", path))
+                findings.append(
+                    Finding("stats_unparsable", f"minValues/maxValues disagree on the shape of {'.'.join(p)}", path)
+                )
             elif _min_gt_max(a, b, types.get(p)):
                 findings.append(Finding("stats_min_gt_max", f"column {'.'.join(p)}: min {a!r} > max {b!r}", path))
 
     def nulls(counts: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
         for k, v in counts.items():
-            p = prefix + (k,)
+            p = (*prefix, k)
             if isinstance(v, dict):
                 nulls(v, p)
             elif v is None:
@@ -336,7 +343,9 @@ def check_stats(path: str, stats: str | None, types: Mapping[tuple[str, ...], st
                 findings.append(Finding("stats_unparsable", f"nullCount of {'.'.join(p)} is not a count: {v!r}", path))
             elif n is not None and v > n:
                 findings.append(
-                    Finding("stats_null_count_gt_records", f"column {'.'.join(p)}: nullCount {v} > numRecords {n}", path)
+                    Finding(
+                        "stats_null_count_gt_records", f"column {'.'.join(p)}: nullCount {v} > numRecords {n}", path
+                    )
                 )
 
     if parsed.get("minValues") and parsed.get("maxValues"):
@@ -361,7 +370,7 @@ def _partition_label(key: tuple, columns: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- core checks
 def _check_actions(
     root: str,
-    before: "Snapshot | None",
+    before: Snapshot | None,
     adds: Sequence[AddFile],
     removes: Sequence[RemoveFile],
     findings: list[Finding],
@@ -383,7 +392,9 @@ def _check_actions(
             findings.append(Finding("data_change_true", "add has dataChange=true in a data-rearranging commit", a.path))
     for r in removes:
         if r.data_change:
-            findings.append(Finding("data_change_true", "remove has dataChange=true in a data-rearranging commit", r.path))
+            findings.append(
+                Finding("data_change_true", "remove has dataChange=true in a data-rearranging commit", r.path)
+            )
 
     # removes against V-1
     removed_paths: dict[str, RemoveFile] = {}
@@ -399,11 +410,15 @@ def _check_actions(
         f = live.get(p)
         if f is None:
             findings.append(
-                Finding("remove_not_live", f"removed file is not live at version {before.version if before else -1}", r.path)
+                Finding(
+                    "remove_not_live", f"removed file is not live at version {before.version if before else -1}", r.path
+                )
             )
             continue
         if r.size is not None and r.size != f.size:
-            findings.append(Finding("remove_size_mismatch", f"remove records size {r.size}, the live file has {f.size}", r.path))
+            findings.append(
+                Finding("remove_size_mismatch", f"remove records size {r.size}, the live file has {f.size}", r.path)
+            )
         if _dv_id(r.deletion_vector) != _dv_id(f.deletion_vector):
             findings.append(
                 Finding(
@@ -428,7 +443,9 @@ def _check_actions(
         rows = _logical_rows(n, f.deletion_vector)
         if rows is None:
             rows_removed_known = False
-            findings.append(Finding("row_count_unknown", "removed file has no numRecords stats and no readable footer", r.path))
+            findings.append(
+                Finding("row_count_unknown", "removed file has no numRecords stats and no readable footer", r.path)
+            )
         else:
             rows_removed[k] = rows_removed.get(k, 0) + rows
 
@@ -445,7 +462,9 @@ def _check_actions(
         if p in removed_paths:
             findings.append(Finding("path_added_and_removed", "the path is both added and removed", a.path))
         if p in live:
-            findings.append(Finding("add_already_live", f"added file was already live at version {before.version}", a.path))
+            findings.append(
+                Finding("add_already_live", f"added file was already live at version {before.version}", a.path)
+            )
         local = _file_path(root, a.path)
         try:
             on_disk = os.stat(local).st_size
@@ -453,13 +472,19 @@ def _check_actions(
             on_disk = None
             findings.append(Finding("add_missing_file", f"added file does not exist at {local}", a.path))
         if on_disk is not None and on_disk != a.size:
-            findings.append(Finding("add_size_mismatch", f"add records size {a.size}, the file has {on_disk} bytes", a.path))
+            findings.append(
+                Finding("add_size_mismatch", f"add records size {a.size}, the file has {on_disk} bytes", a.path)
+            )
         stat_findings, n = check_stats(a.path, a.stats, types)
         findings.extend(stat_findings)
         footer = _footer_rows(local) if on_disk is not None and (check_footers or n is None) else None
         if n is not None and footer is not None and n != footer:
             findings.append(
-                Finding("stats_num_records_mismatch", f"stats say numRecords={n}, the Parquet footer has {footer} rows", a.path)
+                Finding(
+                    "stats_num_records_mismatch",
+                    f"stats say numRecords={n}, the Parquet footer has {footer} rows",
+                    a.path,
+                )
             )
         k = key_of(a.partition_values)
         if removed_keys and k not in removed_keys:
@@ -474,7 +499,9 @@ def _check_actions(
         rows = _logical_rows(footer if footer is not None else n, a.deletion_vector)
         if rows is None:
             rows_added_known = False
-            findings.append(Finding("row_count_unknown", "added file has no numRecords stats and no readable footer", a.path))
+            findings.append(
+                Finding("row_count_unknown", "added file has no numRecords stats and no readable footer", a.path)
+            )
         else:
             rows_added[k] = rows_added.get(k, 0) + rows
 
@@ -491,7 +518,9 @@ def _check_actions(
         detail = "; ".join(f"{label}: {rm} removed, {ad} added" for label, rm, ad in diffs[:10])
         if total_added != total_removed:
             findings.append(
-                Finding("row_count_mismatch", f"the adds hold {total_added} rows, the removes {total_removed} ({detail})")
+                Finding(
+                    "row_count_mismatch", f"the adds hold {total_added} rows, the removes {total_removed} ({detail})"
+                )
             )
         elif diffs:
             findings.append(Finding("partition_values_mismatch", f"rows moved between partitions ({detail})"))
@@ -571,7 +600,9 @@ def _check_commit_info(
         return out  # REORG and others: only the common fields have a known shape
 
     engine = commit_engine(info)
-    numeric = metrics is not None and any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values())
+    numeric = metrics is not None and any(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()
+    )
     rs_shape = engine == DELTA_RS or (engine == OTHER and numeric)
     n_add, n_rm = len(adds), len(removes)
     add_bytes = sum(a.size for a in adds)
@@ -579,7 +610,11 @@ def _check_commit_info(
 
     def mismatch(name: str, recorded: Any, actual: Any) -> None:
         if actual is not None and recorded is not None and recorded != actual:
-            out.append(Finding("metrics_mismatch", f"operationMetrics.{name} is {recorded}, the commit's actions give {actual}"))
+            out.append(
+                Finding(
+                    "metrics_mismatch", f"operationMetrics.{name} is {recorded}, the commit's actions give {actual}"
+                )
+            )
 
     if not rs_shape:  # delta-spark and ours
         for name in ("predicate", "zOrderBy"):
@@ -667,7 +702,7 @@ def _check_commit_info(
 
 # --------------------------------------------------------------------------- public API
 def validate_actions(
-    snapshot: "Snapshot",
+    snapshot: Snapshot,
     adds: Sequence[AddFile],
     removes: Sequence[RemoveFile],
     *,
@@ -680,7 +715,9 @@ def validate_actions(
     compares each add's numRecords with its Parquet footer (one small read per added file).
     """
     findings: list[Finding] = []
-    added, removed = _check_actions(snapshot.location, snapshot, list(adds), list(removes), findings, check_footers=check_footers)
+    added, removed = _check_actions(
+        snapshot.location, snapshot, list(adds), list(removes), findings, check_footers=check_footers
+    )
     return ValidationReport(
         table=snapshot.location,
         version=None,
@@ -702,7 +739,7 @@ def validate_commit(table: str, version: int | None = None, *, check_footers: bo
     Raises InvalidArgumentError when the version is not a data-rearranging commit, and
     TableNotFoundError / NotADeltaTableError for a missing table or version.
     """
-    from .snapshot import latest_version, load_snapshot, read_commit
+    from ..delta.snapshot import latest_version, load_snapshot, read_commit
 
     root = table_uri(table)
     latest = latest_version(root)
@@ -724,7 +761,9 @@ def validate_commit(table: str, version: int | None = None, *, check_footers: bo
                         raise KeyError("path")
                     into.append(parse(body))  # type: ignore[arg-type]
                 except (KeyError, TypeError, ValueError) as exc:
-                    findings.append(Finding("action_malformed", f"{kind} action cannot be read ({exc}): {str(body)[:120]}"))
+                    findings.append(
+                        Finding("action_malformed", f"{kind} action cannot be read ({exc}): {str(body)[:120]}")
+                    )
     operation = info.get("operation") if isinstance(info, Mapping) else None
     if info is None:
         if (adds or removes) and not any(a.data_change for a in adds) and not any(r.data_change for r in removes):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
+from ..errors import UnsupportedFeatureError
 from .actions import Metadata, Protocol
-from .errors import UnsupportedFeatureError
 
 __all__ = ["SUPPORTED_READER_FEATURES", "SUPPORTED_WRITER_FEATURES", "active_features", "ensure_write_supported"]
 

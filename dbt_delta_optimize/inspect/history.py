@@ -12,11 +12,12 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from .actions import ADD, COMMIT_INFO, REMOVE
-from .errors import InvalidArgumentError
-from .storage import table_uri
+from ..delta.actions import ADD, COMMIT_INFO, REMOVE
+from ..delta.storage import table_uri
+from ..errors import InvalidArgumentError
 from .validate import DELTA_RS, commit_engine
 
 __all__ = ["history", "normalize_commit"]
@@ -126,7 +127,7 @@ def history(table: str, limit: int = 20) -> list[dict[str, Any]]:
 
     Versions whose log entry was cleaned up are skipped (as deltalake's history does).
     """
-    from .snapshot import latest_version, read_commit
+    from ..delta.snapshot import latest_version, read_commit
 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}.")

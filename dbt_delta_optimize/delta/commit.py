@@ -14,11 +14,20 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import unquote
 
-from ._version import __version__
+from .._version import __version__
+from ..errors import (
+    CommitFailedError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    InvalidConfigError,
+    MetadataChangedError,
+    ProtocolChangedError,
+)
 from .actions import (
     ADD,
     DOMAIN_METADATA,
@@ -28,14 +37,6 @@ from .actions import (
     AddFile,
     CommitInfo,
     RemoveFile,
-)
-from .errors import (
-    CommitFailedError,
-    ConcurrentDeleteDeleteError,
-    ConcurrentDeleteReadError,
-    InvalidConfigError,
-    MetadataChangedError,
-    ProtocolChangedError,
 )
 from .protocol import ensure_write_supported
 from .snapshot import Snapshot, read_commit
@@ -202,7 +203,9 @@ class Transaction:
             if self.storage.put_if_absent(self._log_path(version), payload):
                 self._committed = True
                 log.info("committed %s as version %d of %s (attempt %d)", operation, version, root, attempt)
-                return CommitResult(version, self.read_version, attempt, self._maybe_checkpoint(version), tuple(rebased))
+                return CommitResult(
+                    version, self.read_version, attempt, self._maybe_checkpoint(version), tuple(rebased)
+                )
             # Someone won `version`: check it and every other winner up to the newest.
             while self.storage.exists(self._log_path(version)):
                 check_conflicts(version, read_commit(root, version), read_paths=read, removed_paths=removed, root=root)

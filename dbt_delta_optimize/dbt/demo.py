@@ -20,7 +20,7 @@ PROJECT = os.path.join(ROOT, "integration_tests")
 
 def demo_env(work: str) -> dict[str, str]:
     """Environment for dbt-spark `method: session` with Delta's jars and state under ``work``."""
-    from .spark import default_jars_dir, delta_jars
+    from ..engine.session import default_jars_dir, delta_jars
 
     jars = delta_jars()
     if not jars:
@@ -43,7 +43,11 @@ def demo_env(work: str) -> dict[str, str]:
 def _dbt(env: dict[str, str], *args: str) -> None:
     t0 = time.time()
     proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "dbt"), *args], cwd=PROJECT, env=env, capture_output=True, text=True
+        [os.path.join(os.path.dirname(sys.executable), "dbt"), *args],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     for line in (proc.stdout + proc.stderr).splitlines():
         if "delta_optimize " in line:
@@ -55,7 +59,7 @@ def _dbt(env: dict[str, str], *args: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import __version__
+    from .. import __version__
 
     work = os.path.abspath(os.environ.get("DEMO_DIR", ".delta_optimize/demo"))
     shutil.rmtree(work, ignore_errors=True)
@@ -78,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
 
     table = os.path.join(work, "warehouse", "ddo_it.db", "events_incremental")
     dt = DeltaTable(table)
-    ops = [h["operation"] + (" (auto)" if str(h.get("operationParameters", {}).get("auto")).lower() == "true" else "") for h in dt.history()]
+    ops = [
+        h["operation"] + (" (auto)" if str(h.get("operationParameters", {}).get("auto")).lower() == "true" else "")
+        for h in dt.history()
+    ]
     rows = dt.to_pyarrow_table().num_rows
     print(f"\nevents_incremental: {rows} rows (3 runs x 60), {len(dt.file_uris())} files, history newest first: {ops}")
     ok = rows == 180

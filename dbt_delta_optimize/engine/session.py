@@ -11,10 +11,11 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from .errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
+from ..errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -94,14 +95,14 @@ def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: in
 
 
 def get_spark(
-    spark: "SparkSession | None" = None,
+    spark: SparkSession | None = None,
     *,
     work_dir: str | None = None,
     master: str = "local[*]",
     app_name: str = "dbt-delta-optimize",
     catalog: str = "hive",
     conf: Mapping[str, str] | None = None,
-) -> "SparkSession":
+) -> SparkSession:
     """Return the session to use: the one handed in, else the running one (dbt's), else a new embedded one."""
     if spark is not None:
         return spark
@@ -117,14 +118,17 @@ def get_spark(
     # PySpark takes the worker interpreter from PYSPARK_PYTHON only: make it this one (with pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
-    for k, v in {**session_conf(work_dir or os.path.join(default_home(), "spark"), catalog=catalog), **(conf or {})}.items():
+    for k, v in {
+        **session_conf(work_dir or os.path.join(default_home(), "spark"), catalog=catalog),
+        **(conf or {}),
+    }.items():
         builder = builder.config(k, v)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
 
-def conf_getter(spark: "SparkSession"):
+def conf_getter(spark: SparkSession):
     """A ``key -> str | None`` view of the session's runtime conf."""
 
     def get(key: str) -> str | None:
@@ -145,7 +149,7 @@ def is_path(table: str) -> bool:
     )
 
 
-def resolve_table(table: str, spark: "SparkSession | None" = None) -> str:
+def resolve_table(table: str, spark: SparkSession | None = None) -> str:
     """Location of a table given as a path or a catalog name (names need a Spark session)."""
     if is_path(table):
         return table
@@ -172,7 +176,9 @@ def resolve_table(table: str, spark: "SparkSession | None" = None) -> str:
     except AnalysisException as exc:
         msg = str(exc)
         if "TABLE_OR_VIEW_NOT_FOUND" in msg or "not found" in msg.lower():
-            raise TableNotFoundError(f"Table '{table}' was not found in the catalog. Check the name (schema.table).") from exc
+            raise TableNotFoundError(
+                f"Table '{table}' was not found in the catalog. Check the name (schema.table)."
+            ) from exc
         raise NotADeltaTableError(f"'{table}' is not a Delta table: {msg.splitlines()[0]}") from exc
     if (row.get("format") or "").lower() != "delta":
         raise NotADeltaTableError(
@@ -181,7 +187,7 @@ def resolve_table(table: str, spark: "SparkSession | None" = None) -> str:
     return row["location"]
 
 
-def _session_catalog_lookup(table: str, spark: "SparkSession") -> tuple[str, str] | None:
+def _session_catalog_lookup(table: str, spark: SparkSession) -> tuple[str, str] | None:
     """(provider, location) from the session catalog's metadata, without loading the Delta log.
 
     ``DESCRIBE DETAIL`` replays the table's log in the JVM (hundreds of ms a call); a dbt post-hook
@@ -227,7 +233,7 @@ _scoped_users: dict[tuple[int, str], tuple[int, bool]] = {}  # (session, key) ->
 
 
 @contextmanager
-def scoped_defaults(spark: "SparkSession", confs: Mapping[str, str]) -> Iterator[None]:
+def scoped_defaults(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
     """Set runtime confs the user has not set, while inside; restore them when the last user leaves.
 
     Bins are rewritten in parallel threads on one session, so entries are reference counted: the
@@ -254,7 +260,7 @@ def scoped_defaults(spark: "SparkSession", confs: Mapping[str, str]) -> Iterator
                     spark.conf.unset(key[1])
 
 
-def _explicitly_set(spark: "SparkSession", key: str) -> bool:
+def _explicitly_set(spark: SparkSession, key: str) -> bool:
     """Whether the session has a value for ``key`` of its own (not the built-in default)."""
     try:
         return bool(spark._jsparkSession.sessionState().conf().contains(key))  # type: ignore[attr-defined]
@@ -262,7 +268,7 @@ def _explicitly_set(spark: "SparkSession", key: str) -> bool:
         return True
 
 
-def jit_sized_codegen(spark: "SparkSession"):
+def jit_sized_codegen(spark: SparkSession):
     """Let Spark fall back to per-operator code for stages too big for the JIT, while inside.
 
     The curve expressions (range-id search, Hilbert levels) generate a stage just above the JVM's
@@ -280,5 +286,3 @@ def _quote_name(name: str) -> str:
                 f"'{name}' is not a valid table name: use schema.table with letters, digits and underscores."
             )
     return ".".join(f"`{p.strip('`')}`" for p in parts)
-
-

@@ -15,18 +15,19 @@ import bisect
 import json
 import math
 import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
-from .actions import AddFile
-from .errors import InvalidArgumentError
+from ..delta.actions import AddFile
+from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
-    "CURVE_TAG",
     "COLUMNS_TAG",
+    "CURVE_TAG",
     "ClusteringSpec",
     "Curve",
     "add_curve_keys",
@@ -66,7 +67,9 @@ class ClusteringSpec:
         if self.curve not in ("zorder", "hilbert"):
             raise InvalidArgumentError(f"curve must be 'zorder' or 'hilbert', got {self.curve!r}.")
         if self.num_ranges < 2:
-            raise InvalidArgumentError(f"spark.databricks.io.skipping.mdc.rangeId.max must be > 1, got {self.num_ranges}.")
+            raise InvalidArgumentError(
+                f"spark.databricks.io.skipping.mdc.rangeId.max must be > 1, got {self.num_ranges}."
+            )
         if self.effective_curve == "hilbert" and len(self.columns) > MAX_HILBERT_COLUMNS:
             raise InvalidArgumentError(
                 f"Hilbert clustering takes at most {MAX_HILBERT_COLUMNS} columns, got {len(self.columns)}; use curve='zorder'."
@@ -155,16 +158,16 @@ def _find(fields: Sequence[Mapping[str, Any]], path: tuple[str, ...]) -> tuple[t
 
 
 def _stats_leaf_paths(schema, partition_columns, configuration) -> set[tuple[str, ...]]:
-    from .stats import stats_columns
+    from ..inspect.stats import stats_columns
 
     out: set[tuple[str, ...]] = set()
 
     def walk(fields, prefix):
         for f in fields:
             if f.is_struct:
-                walk(f.children or (), prefix + (f.logical_name,))
+                walk(f.children or (), (*prefix, f.logical_name))
             elif f.has_min_max:
-                out.add(tuple(p.lower() for p in prefix + (f.logical_name,)))
+                out.add(tuple(p.lower() for p in (*prefix, f.logical_name)))
 
     walk(stats_columns(schema, partition_columns, configuration), ())
     return out
@@ -299,7 +302,7 @@ def _col_sql(path: tuple[str, ...]) -> str:
     return ".".join("`" + p.replace("`", "``") + "`" for p in path)
 
 
-def _col(path: tuple[str, ...]) -> "Column":
+def _col(path: tuple[str, ...]) -> Column:
     from pyspark.sql import functions as F
 
     return F.col(_col_sql(path))
@@ -341,8 +344,8 @@ _SEARCH_RADIX = 4
 
 
 def _with_range_id(
-    df: "DataFrame", key: str, bounds: Sequence[Any], name: str, literal: Callable[[Any], str] | None = None
-) -> "DataFrame":
+    df: DataFrame, key: str, bounds: Sequence[Any], name: str, literal: Callable[[Any], str] | None = None
+) -> DataFrame:
     """Add ``name`` = number of ``bounds`` strictly below ``key`` (the range id; null key -> 0).
 
     A branch-free radix-4 search unrolled into one projection per step, each a few plain
@@ -385,7 +388,7 @@ def _with_range_id(
     return df.withColumn(name, F.col(pos)).drop(k, b, *steps)
 
 
-def _sort_keys(df: "DataFrame", spec: ClusteringSpec) -> list[str]:
+def _sort_keys(df: DataFrame, spec: ClusteringSpec) -> list[str]:
     keys = []
     for path in spec.columns:
         dtype = df.select(_col(path)).schema.fields[0].dataType.typeName()
@@ -394,7 +397,7 @@ def _sort_keys(df: "DataFrame", spec: ClusteringSpec) -> list[str]:
 
 
 def _sample(
-    df: "DataFrame", keys: Sequence[str], spec: ClusteringSpec, total_rows: int | None
+    df: DataFrame, keys: Sequence[str], spec: ClusteringSpec, total_rows: int | None
 ) -> tuple[list[list[Any]], list[tuple[Any, ...]]]:
     """One sampling job for every column (delta-spark runs one per column).
 
@@ -413,7 +416,9 @@ def _sample(
     out = []
     for i in range(len(keys)):
         values = [r[i] for r in rows if r[i] is not None]
-        values = [v for v in values if not (isinstance(v, float) and v != v)]  # NaN sorts last: keep it in the top range
+        values = [
+            v for v in values if not (isinstance(v, float) and v != v)
+        ]  # NaN sorts last: keep it in the top range
         out.append(sorted(values))
     return out, rows
 
@@ -510,7 +515,8 @@ def _hilbert_level_sql(x: Sequence[str], q: int, bits: int) -> list[str]:
 
     def low_before(i: int) -> str:  # low bits of x[0] before step i, from the level's inputs
         whens = " ".join(
-            f"WHEN ({x[j]} & {q}) = 0 THEN ({x[j]} & {p}){f' ^ {p}' if (i - 1 - j) % 2 else ''}" for j in range(i - 1, -1, -1)
+            f"WHEN ({x[j]} & {q}) = 0 THEN ({x[j]} & {p}){f' ^ {p}' if (i - 1 - j) % 2 else ''}"
+            for j in range(i - 1, -1, -1)
         )
         return f"CASE {whens} ELSE ({x[0]} & {p}){f' ^ {p}' if i % 2 else ''} END"
 
@@ -519,7 +525,7 @@ def _hilbert_level_sql(x: Sequence[str], q: int, bits: int) -> list[str]:
     return out
 
 
-def _hilbert_columns(df: "DataFrame", id_names: Sequence[str], bits: int) -> tuple["DataFrame", list[str]]:
+def _hilbert_columns(df: DataFrame, id_names: Sequence[str], bits: int) -> tuple[DataFrame, list[str]]:
     """Add transposed Hilbert coordinates as int columns (their interleaved bits are the Hilbert index).
 
     Skilling's algorithm (as ``hilbert_index``) as plain bit operations, one projection per bit
@@ -553,7 +559,7 @@ def _hilbert_columns(df: "DataFrame", id_names: Sequence[str], bits: int) -> tup
     return df.drop(*temps), names
 
 
-def add_curve_keys(df: "DataFrame", id_names: Sequence[str], spec: ClusteringSpec) -> tuple["DataFrame", list[str]]:
+def add_curve_keys(df: DataFrame, id_names: Sequence[str], spec: ClusteringSpec) -> tuple[DataFrame, list[str]]:
     """Append the curve key of the int range-id columns ``id_names`` as 62-bit long columns.
 
     The key bits are the curve's index bits, most significant first, split into chunks of 62 so
@@ -583,8 +589,8 @@ def add_curve_keys(df: "DataFrame", id_names: Sequence[str], spec: ClusteringSpe
 
 
 def cluster(
-    spark: "SparkSession", df: "DataFrame", approx_num_files: int, spec: ClusteringSpec, total_rows: int | None = None
-) -> "DataFrame":
+    spark: SparkSession, df: DataFrame, approx_num_files: int, spec: ClusteringSpec, total_rows: int | None = None
+) -> DataFrame:
     """Range-partition ``df`` along the curve into about ``approx_num_files`` partitions (one shuffle).
 
     As delta-spark: range ids from sampled bounds, a curve key, a range partition on (key, noise

@@ -10,17 +10,10 @@ import sys
 
 import click
 
-from ._cli_common import run as _run
-from ._cli_common import size_option as _size
+from .common import run as _run
+from .common import size_option as _size
 
 __all__ = ["main"]
-
-
-
-
-
-
-
 
 
 class _Progress:
@@ -33,13 +26,16 @@ class _Progress:
 
     def __enter__(self):
         if self.enabled:
+            from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-            from rich.console import Console
-
             self._bar = Progress(
-                "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), DownloadColumn(),
-                TimeElapsedColumn(), console=Console(stderr=True),
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                DownloadColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
             )
             self._bar.__enter__()
         return self
@@ -70,11 +66,19 @@ def cli() -> None:
 @click.option("--max-threads", type=int, help="Bins rewritten concurrently (default 15).")
 @click.option("--batch-size", callback=_size, help="Commit every this many bytes of bins (default: one commit).")
 @click.option("--zorder-by", help="Comma-separated columns to Z-order by (nested a.b and `quoted.names` allowed).")
-@click.option("--curve", type=click.Choice(["zorder", "hilbert"]), default="zorder", show_default=True, help="Space-filling curve for --zorder-by.")
+@click.option(
+    "--curve",
+    type=click.Choice(["zorder", "hilbert"]),
+    default="zorder",
+    show_default=True,
+    help="Space-filling curve for --zorder-by.",
+)
 @click.option("--full", is_flag=True, help="Re-cluster partitions already clustered by the same columns and curve.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (partitions, bins, files, bytes); write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics (or the plan) as JSON.")
-def optimize(table, where, min_file_size, max_file_size, max_threads, batch_size, zorder_by, curve, full, dry_run, as_json):
+def optimize(
+    table, where, min_file_size, max_file_size, max_threads, batch_size, zorder_by, curve, full, dry_run, as_json
+):
     """OPTIMIZE TABLE (a path or a catalog name)."""
     overrides = {
         k: v
@@ -86,12 +90,14 @@ def optimize(table, where, min_file_size, max_file_size, max_threads, batch_size
     zcols = [c.strip() for c in zorder_by.split(",") if c.strip()] if zorder_by else None
 
     def go():
-        from .config import OptimizeConfig
-        from .executor import optimize as run
+        from ..engine.executor import optimize as run
+        from ..plan.config import OptimizeConfig
 
         OptimizeConfig.resolve(None, overrides)  # bad values fail before Spark starts
         with _Progress(not as_json and not dry_run) as progress:
-            return run(None, table, list(where), zcols, curve=curve, full=full, dry_run=dry_run, progress=progress, **overrides)
+            return run(
+                None, table, list(where), zcols, curve=curve, full=full, dry_run=dry_run, progress=progress, **overrides
+            )
 
     result = _run(go)
     if as_json:
@@ -119,11 +125,19 @@ def optimize(table, where, min_file_size, max_file_size, max_threads, batch_size
 
 @cli.command("auto-compact")
 @click.argument("table")
-@click.option("--since-version", type=int, help="Table version before the write; the commits after it trigger (default: the latest commit).")
+@click.option(
+    "--since-version",
+    type=int,
+    help="Table version before the write; the commits after it trigger (default: the latest commit).",
+)
 @click.option("--min-num-files", type=int, help="Small files a partition needs to qualify (default 50).")
 @click.option("--max-file-size", callback=_size, help="Auto-compact target file size (default 128m).")
-@click.option("--min-file-size", callback=_size, help="Files smaller than this count as small (default: max-file-size / 2).")
-@click.option("--enable/--respect-config", "force", default=None, help="Run even if the table does not enable auto compaction.")
+@click.option(
+    "--min-file-size", callback=_size, help="Files smaller than this count as small (default: max-file-size / 2)."
+)
+@click.option(
+    "--enable/--respect-config", "force", default=None, help="Run even if the table does not enable auto compaction."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the decision and metrics as JSON.")
 def auto_compact_cmd(table, since_version, min_num_files, max_file_size, min_file_size, force, as_json):
     """Decide whether the last write to TABLE left enough small files, and compact them if so."""
@@ -134,28 +148,34 @@ def auto_compact_cmd(table, since_version, min_num_files, max_file_size, min_fil
     }
 
     def go():
-        from .autocompact import auto_compact
+        from ..plan.autocompact import auto_compact
 
-        return auto_compact(None, table, since_version, enabled=True if force else None, throw_on_error=True, **overrides)
+        return auto_compact(
+            None, table, since_version, enabled=True if force else None, throw_on_error=True, **overrides
+        )
 
     result = _run(go)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
         return
-    click.echo(f"auto-compact {result.table}: {result.status}: {result.reason} (decided in {result.decision_ms:.0f} ms)")
+    click.echo(
+        f"auto-compact {result.table}: {result.status}: {result.reason} (decided in {result.decision_ms:.0f} ms)"
+    )
     for p in result.considered:
         pv = ", ".join(f"{k}={v}" for k, v in p.partition.items()) or "(unpartitioned)"
         mark = "*" if p in result.chosen else " "
         click.echo(f" {mark} {pv}: {p.small_files} small of {p.files} files")
     if result.metrics is not None:
         m = result.metrics
-        click.echo(f"compacted {m.num_files_removed} file(s) -> {m.num_files_added}, versions {list(m.committed_versions)}")
+        click.echo(
+            f"compacted {m.num_files_removed} file(s) -> {m.num_files_added}, versions {list(m.committed_versions)}"
+        )
 
 
 @cli.command()
 def jars():
     """Print Delta's jar files (comma-separated) for spark.jars, e.g. in a dbt-spark profile."""
-    from .spark import default_jars_dir, delta_jars
+    from ..engine.session import default_jars_dir, delta_jars
 
     found = delta_jars()
     if not found:
@@ -171,14 +191,14 @@ def info(table, as_json):
     """Summarize TABLE's latest snapshot (read through deltalake; no Spark for paths)."""
 
     def go():
-        from .snapshot import load_snapshot
-        from .spark import get_spark, is_path, resolve_table
+        from ..delta.snapshot import load_snapshot
+        from ..engine.session import get_spark, is_path, resolve_table
 
         location = table if is_path(table) else resolve_table(table, get_spark())
         return load_snapshot(location)
 
     snap = _run(go)
-    from .snapshot import summarize
+    from ..delta.snapshot import summarize
 
     summary = summarize(snap)
     if as_json:
@@ -194,7 +214,7 @@ def info(table, as_json):
 
 
 def _register_inspect_commands() -> None:
-    from .cli_inspect import inspect_commands
+    from .inspect import inspect_commands
 
     for command in inspect_commands:
         cli.add_command(command)

@@ -7,10 +7,11 @@ Parsing is pure (a conf getter is passed in) so it is testable without Spark.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from .errors import InvalidConfigError
+from ..errors import InvalidConfigError
 
 __all__ = [
     "PREFIX",
@@ -27,7 +28,20 @@ MiB = 1024**2
 
 ConfGetter = Callable[[str], "str | None"]
 
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": MiB, "mb": MiB, "g": GiB, "gb": GiB, "t": 1024**4, "tb": 1024**4, "p": 1024**5, "pb": 1024**5}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "m": MiB,
+    "mb": MiB,
+    "g": GiB,
+    "gb": GiB,
+    "t": 1024**4,
+    "tb": 1024**4,
+    "p": 1024**5,
+    "pb": 1024**5,
+}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -102,7 +116,7 @@ class OptimizeConfig:
     validate_commits: bool = True
 
     @classmethod
-    def resolve(cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None) -> "OptimizeConfig":
+    def resolve(cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None) -> OptimizeConfig:
         """Overrides > session conf > defaults, every value validated."""
         get_conf = get_conf or (lambda _k: None)
         overrides = dict(overrides or {})

@@ -13,22 +13,17 @@ import sys
 
 import click
 
-from ._cli_common import run as _run
-from ._cli_common import size_option as _size
+from .common import run as _run
+from .common import size_option as _size
 
 __all__ = ["health", "history", "inspect_commands", "validate"]
 
 
-
-
-
 def _location(table: str) -> str:
     """A path as is; a catalog name through the Spark session (started only then)."""
-    from .spark import get_spark, is_path, resolve_table
+    from ..engine.session import get_spark, is_path, resolve_table
 
     return table if is_path(table) else resolve_table(table, get_spark())
-
-
 
 
 @click.command()
@@ -37,7 +32,7 @@ def _location(table: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def validate(table, version, as_json):
     """Validate a data-rearranging commit (OPTIMIZE) of TABLE: exit 0 if clean, 1 with findings."""
-    from .validate import validate_commit
+    from ..inspect.validate import validate_commit
 
     report = _run(lambda: validate_commit(_location(table), version))
     if as_json:
@@ -50,12 +45,16 @@ def validate(table, version, as_json):
 @click.command()
 @click.argument("table")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, writable=True), help="Also write an HTML page here.")
+@click.option(
+    "--html", "html_path", type=click.Path(dir_okay=False, writable=True), help="Also write an HTML page here."
+)
 @click.option("--compare-version", type=click.IntRange(min=0), help="Show this version as 'before' next to the latest.")
-@click.option("--min-file-size", callback=_size, help="Small-file threshold of OPTIMIZE (default 1g or the session conf).")
+@click.option(
+    "--min-file-size", callback=_size, help="Small-file threshold of OPTIMIZE (default 1g or the session conf)."
+)
 def health(table, as_json, html_path, compare_version, min_file_size):
     """Health of TABLE: files and small files per partition, size histogram, Z-order state, OPTIMIZE plan."""
-    from .health import health_report, render_html
+    from ..inspect.health import health_report, render_html
 
     report = _run(lambda: health_report(_location(table), compare_version=compare_version, min_file_size=min_file_size))
     if html_path:
@@ -63,7 +62,7 @@ def health(table, as_json, html_path, compare_version, min_file_size):
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
         return
-    from .config import format_size
+    from ..plan.config import format_size
 
     def line(r: dict, label: str) -> str:
         return (
@@ -98,7 +97,7 @@ def health(table, as_json, html_path, compare_version, min_file_size):
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
 def history(table, limit, as_json):
     """Recent commits of TABLE (newest first), OPTIMIZE metrics of every engine in one shape."""
-    from .history import history as load_history
+    from ..inspect.history import history as load_history
 
     entries = _run(lambda: load_history(_location(table), limit))
     if as_json:
@@ -115,7 +114,7 @@ def history(table, limit, as_json):
             if e["predicate"]:
                 extra.append(f"where {' AND '.join(e['predicate'])}")
         click.echo(
-            f"{e['version']:>6}  {e['time'] or '-':<29}  {str(e['operation']):<12} {e['engine']:<18} "
+            f"{e['version']:>6}  {e['time'] or '-':<29}  {e['operation']!s:<12} {e['engine']:<18} "
             f"-{e['filesRemoved']} +{e['filesAdded']} files, -{e['bytesRemoved']} +{e['bytesAdded']} bytes"
             + (f"  {' '.join(extra)}" if extra else "")
         )

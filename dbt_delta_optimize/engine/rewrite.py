@@ -11,7 +11,8 @@ cannot represent faithfully (legacy-calendar files, unconvertible schemas) raise
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["NeedsSparkRewrite", "arrow_schema", "rewrite_bin_task", "rewrite_files"]
 
@@ -54,7 +55,9 @@ def _arrow_type(t: Any):
     if kind == "array":
         return pa.list_(pa.field("element", _arrow_type(t["elementType"]), t.get("containsNull", True)))
     if kind == "map":
-        return pa.map_(_arrow_type(t["keyType"]), pa.field("value", _arrow_type(t["valueType"]), t.get("valueContainsNull", True)))
+        return pa.map_(
+            _arrow_type(t["keyType"]), pa.field("value", _arrow_type(t["valueType"]), t.get("valueContainsNull", True))
+        )
     raise NeedsSparkRewrite(f"type {kind} is not handled by the Arrow rewriter")
 
 
@@ -87,7 +90,9 @@ def _conform(table, target):
             try:
                 col = col.cast(field.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                raise NeedsSparkRewrite(f"column {field.name}: cannot convert {col.type} to {field.type}: {exc}") from exc
+                raise NeedsSparkRewrite(
+                    f"column {field.name}: cannot convert {col.type} to {field.type}: {exc}"
+                ) from exc
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=target)
 
@@ -130,7 +135,9 @@ def rewrite_files(
                 buffered_bytes += t.nbytes
                 rows += t.num_rows
                 if buffered_bytes >= row_group_bytes:
-                    writer.write_table(pa.concat_tables(buffered), row_group_size=max(1, sum(b.num_rows for b in buffered)))
+                    writer.write_table(
+                        pa.concat_tables(buffered), row_group_size=max(1, sum(b.num_rows for b in buffered))
+                    )
                     buffered, buffered_bytes = [], 0
         if buffered:
             writer.write_table(pa.concat_tables(buffered), row_group_size=max(1, sum(b.num_rows for b in buffered)))

@@ -14,7 +14,8 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from dbt.plugins.manager import dbtPlugin
 
@@ -26,7 +27,15 @@ NAMESPACE = "delta_optimize"
 RESULTS_FILE = "delta_optimize_results.json"
 _MODES = ("auto", "optimize", "never")
 _SETTINGS = {
-    "mode", "where", "zorder_by", "curve", "min_file_size", "max_file_size", "min_num_files", "on_error", "skip",
+    "mode",
+    "where",
+    "zorder_by",
+    "curve",
+    "min_file_size",
+    "max_file_size",
+    "min_num_files",
+    "on_error",
+    "skip",
 }
 _versions: dict[str, int] = {}
 
@@ -60,7 +69,7 @@ def _append_result(record: Mapping[str, Any]) -> None:
 
 
 def _validate_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    from .errors import InvalidArgumentError
+    from ..errors import InvalidArgumentError
 
     s = dict(settings or {})
     unknown = set(s) - _SETTINGS
@@ -84,15 +93,15 @@ def _validate_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _files(location: str) -> tuple[int, int]:
-    from .snapshot import file_counts
+    from ..delta.snapshot import file_counts
 
     return file_counts(location)
 
 
 def _table_location(table: str):
     """(location, None) for a Delta table; (None, note) for a missing or non-Delta one."""
-    from .errors import NotADeltaTableError, TableNotFoundError
-    from .spark import resolve_table
+    from ..engine.session import resolve_table
+    from ..errors import NotADeltaTableError, TableNotFoundError
 
     try:
         return resolve_table(table, _spark()), None
@@ -116,7 +125,7 @@ def _delta_location(record: dict[str, Any], table: str, file_format: str | None)
 
 def record_version(table: str) -> str:
     """Pre-hook: remember the table's version before the model writes (auto compaction looks after it)."""
-    from .snapshot import latest_version
+    from ..delta.snapshot import latest_version
 
     location, _ = _table_location(table)
     try:
@@ -126,7 +135,9 @@ def record_version(table: str) -> str:
     return ""
 
 
-def run_model(table: str, settings: Mapping[str, Any] | None = None, *, model: str | None = None, file_format: str | None = None) -> dict[str, Any]:
+def run_model(
+    table: str, settings: Mapping[str, Any] | None = None, *, model: str | None = None, file_format: str | None = None
+) -> dict[str, Any]:
     """Post-hook body: auto compaction (default) or a full OPTIMIZE of one model's table, per its settings.
 
     Never raises for a failed compaction: the result carries ``status`` ``failed`` and ``error``,
@@ -149,17 +160,21 @@ def run_model(table: str, settings: Mapping[str, Any] | None = None, *, model: s
         spark = _spark()
         overrides = {k: s[k] for k in ("min_file_size", "max_file_size") if s.get(k) is not None}
         if record["mode"] == "optimize":
-            from .executor import optimize
+            from ..engine.executor import optimize
 
-            m = optimize(spark, location, s.get("where"), s.get("zorder_by"), curve=s.get("curve", "zorder"), **overrides)
+            m = optimize(
+                spark, location, s.get("where"), s.get("zorder_by"), curve=s.get("curve", "zorder"), **overrides
+            )
             wrote = bool(m.committed_versions)
             record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=m.to_dict())
         else:
-            from .autocompact import auto_compact
+            from ..plan.autocompact import auto_compact
 
             if s.get("min_num_files") is not None:
                 overrides["min_num_files"] = s["min_num_files"]
-            r = auto_compact(spark, location, since if since is not None and since >= 0 else None, enabled=True, **overrides)
+            r = auto_compact(
+                spark, location, since if since is not None and since >= 0 else None, enabled=True, **overrides
+            )
             wrote = r.ran or bool(r.error)  # a failed run may have committed some batches
             record.update(decision=r.status, status=r.status, reason=r.reason, auto_compact=r.to_dict())
             if r.error:
@@ -187,7 +202,8 @@ def _finish(record: dict[str, Any], t0: float) -> dict[str, Any]:
     size = f", bytes {bb} -> {ba}" if bb is not None and ba is not None else ""
     record["line"] = (
         f"delta_optimize {record['table']}: {record.get('decision', record.get('status'))}, {files}{size}, "
-        f"{record['seconds']}s" + (f" ({record['reason']})" if record.get("status") == "skipped" and record.get("reason") else "")
+        f"{record['seconds']}s"
+        + (f" ({record['reason']})" if record.get("status") == "skipped" and record.get("reason") else "")
         + (f" ERROR {record['error']}" if record.get("error") else "")
     )
     try:
@@ -198,7 +214,13 @@ def _finish(record: dict[str, Any], t0: float) -> dict[str, Any]:
 
 
 def run_operation(
-    table: str, *, where: Any = None, zorder_by: Any = None, dry_run: bool = False, model: str | None = None, file_format: str | None = None
+    table: str,
+    *,
+    where: Any = None,
+    zorder_by: Any = None,
+    dry_run: bool = False,
+    model: str | None = None,
+    file_format: str | None = None,
 ) -> dict[str, Any]:
     """``dbt run-operation optimize`` body for one table: a full OPTIMIZE (or its plan)."""
     t0 = time.perf_counter()
@@ -208,7 +230,7 @@ def run_operation(
         location = _delta_location(record, table, file_format)
         if location is None:
             return _finish(record, t0)
-        from .executor import optimize
+        from ..engine.executor import optimize
 
         result = optimize(_spark(), location, s.get("where"), s.get("zorder_by"), dry_run=bool(dry_run))
         if dry_run:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
-from .errors import DeltaOptimizeError, InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError
+from ..errors import DeltaOptimizeError, InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError
 
 #: Errors that mean "fix your input" (exit 2); anything else is a failure (exit 1).
 BAD_INPUT = (InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError)
@@ -31,7 +32,7 @@ def size_option(ctx, param, value):
     """click callback: parse 128m / 1g / bytes, reporting the option name on error."""
     if value is None:
         return None
-    from .config import parse_size
+    from ..plan.config import parse_size
 
     try:
         return parse_size(value, key=f"--{param.name.replace('_', '-')}")

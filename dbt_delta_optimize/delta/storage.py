@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Protocol as TypingProtocol
+from typing import Protocol as TypingProtocol
 from urllib.parse import unquote, urlparse
 
 __all__ = ["LocalStorage", "Storage", "local_path", "storage_for", "table_uri"]
@@ -98,7 +99,7 @@ def table_uri(location: str) -> str:
 def storage_for(location: str) -> Storage:
     scheme = urlparse(location).scheme
     if scheme and scheme != "file" and len(scheme) > 1:
-        from .errors import InvalidArgumentError
+        from ..errors import InvalidArgumentError
 
         raise InvalidArgumentError(
             f"Storage scheme '{scheme}://' is not supported yet (only local paths and file: URIs). "

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterable, Mapping
+from typing import Any
 from urllib.parse import unquote
 
+from ..errors import NotADeltaTableError, TableNotFoundError
 from .actions import ADD, AddFile, Metadata, Protocol
-from .errors import NotADeltaTableError, TableNotFoundError
 from .storage import local_path, table_uri
 
 __all__ = ["Snapshot", "file_counts", "latest_version", "load_snapshot", "read_commit", "read_commits"]
@@ -105,7 +106,9 @@ def read_commit(location: str, version: int) -> list[dict[str, Any]]:
         with open(path, "rb") as fh:
             return [json.loads(line) for line in fh.read().splitlines() if line.strip()]
     except FileNotFoundError as exc:
-        raise TableNotFoundError(f"Version {version} of '{location}' is not in the log (it may have been cleaned up).") from exc
+        raise TableNotFoundError(
+            f"Version {version} of '{location}' is not in the log (it may have been cleaned up)."
+        ) from exc
 
 
 def read_commits(location: str, start: int, end: int | None = None) -> list[tuple[int, list[dict[str, Any]]]]:
@@ -213,9 +216,9 @@ def load_snapshot(location: str, version: int | None = None) -> Snapshot:
 def file_counts(location: str) -> tuple[int, int]:
     """(live files, live bytes): what a report needs, without the raw-action lookup of load_snapshot."""
     path = _check_location(location)
-    from deltalake import DeltaTable
     import pyarrow as pa
     import pyarrow.compute as pc
+    from deltalake import DeltaTable
 
     dt = DeltaTable(path)
     sizes = pa.table(dt.get_add_actions(flatten=False)).column("size_bytes")

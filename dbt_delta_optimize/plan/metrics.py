@@ -6,8 +6,9 @@ delta-spark leaves endTimeMs, totalScheduledTasks and the parallelism stats empt
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "DeletionVectorStats",
@@ -33,13 +34,19 @@ class FileSizeMetrics:
     total_size: int
 
     @classmethod
-    def of(cls, sizes: Sequence[int]) -> "FileSizeMetrics":
+    def of(cls, sizes: Sequence[int]) -> FileSizeMetrics:
         if not sizes:
             return cls(None, None, 0.0, 0, 0)
         return cls(min(sizes), max(sizes), sum(sizes) / len(sizes), len(sizes), sum(sizes))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"min": self.min, "max": self.max, "avg": self.avg, "totalFiles": self.total_files, "totalSize": self.total_size}
+        return {
+            "min": self.min,
+            "max": self.max,
+            "avg": self.avg,
+            "totalFiles": self.total_files,
+            "totalSize": self.total_size,
+        }
 
 
 @dataclass(frozen=True)

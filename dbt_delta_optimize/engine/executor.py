@@ -15,18 +15,26 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .actions import AddFile, RemoveFile
-from .commit import CommitResult, Transaction
-from .config import OptimizeConfig
-from .errors import MetadataChangedError, ProtocolChangedError
-from .metrics import DeletionVectorStats, FileSizeMetrics, OptimizeMetrics, ZOrderFileStats, ZOrderStats, operation_metrics
-from .planner import Bin, OptimizePlan, plan_optimize
-from .protocol import ensure_write_supported
-from .snapshot import Snapshot, load_snapshot
+from ..delta.actions import AddFile, RemoveFile
+from ..delta.commit import CommitResult, Transaction
+from ..delta.protocol import ensure_write_supported
+from ..delta.snapshot import Snapshot, load_snapshot
+from ..errors import MetadataChangedError, ProtocolChangedError
+from ..plan.config import OptimizeConfig
+from ..plan.metrics import (
+    DeletionVectorStats,
+    FileSizeMetrics,
+    OptimizeMetrics,
+    ZOrderFileStats,
+    ZOrderStats,
+    operation_metrics,
+)
+from ..plan.planner import Bin, OptimizePlan, plan_optimize
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,7 +67,7 @@ class OptimizeExecutor:
 
     def __init__(
         self,
-        spark: "SparkSession",
+        spark: SparkSession,
         snapshot: Snapshot,
         partition_predicates: Sequence[str] = (),
         zorder_by_columns: Sequence[str] = (),
@@ -93,7 +101,7 @@ class OptimizeExecutor:
     def plan(self) -> OptimizePlan:
         """Decide bins and batches (runs one tiny Spark query over partition values, reads no data)."""
         if self._plan is None:
-            from .predicate import select_partitions
+            from .spark_predicate import select_partitions
 
             snap = self.snapshot
             selection = select_partitions(self.spark, snap, self.partition_predicates)
@@ -117,7 +125,7 @@ class OptimizeExecutor:
         return self._plan
 
     def _already_clustered(self, files: Sequence[AddFile]) -> bool:
-        from .zorder import already_clustered
+        from .clustering import already_clustered
 
         return already_clustered(files, self.clustering)
 
@@ -189,13 +197,13 @@ class OptimizeExecutor:
                         self.progress(done["bins"], bins_total, done["bytes"], bytes_total)
         return results
 
-    def _input_df(self, b: Bin) -> "DataFrame":
+    def _input_df(self, b: Bin) -> DataFrame:
         from pyspark.sql.types import StructType
 
         snap = self.snapshot
         schema = StructType.fromJson({"type": "struct", "fields": snap.data_fields})
         paths = [snap.file_path(f.path) for f in b.files]
-        from .spark import LISTING_THRESHOLD_KEY, scoped_defaults
+        from .session import LISTING_THRESHOLD_KEY, scoped_defaults
 
         # Local files: stat them on the driver; Spark's default lists >32 paths with a job (~0.5 s).
         local = all(p.startswith(("/", "file:")) for p in paths)
@@ -255,8 +263,8 @@ class OptimizeExecutor:
 
     def _rewrite_bin_clustered(self, b: Bin, staging: str, state: _RunState) -> tuple[AddFile, ...]:
         """Z-order/Hilbert: range-partition the whole partition along the curve into max(1, bytes/maxFileSize) files."""
-        from .spark import jit_sized_codegen
-        from .zorder import cluster
+        from .clustering import cluster
+        from .session import jit_sized_codegen
 
         approx = max(1, b.size // self.config.max_file_size)
         counts = [f.num_records for f in b.files]
@@ -273,7 +281,9 @@ class OptimizeExecutor:
         df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
         return self._collect_staged(b, staging, state)
 
-    def _collect_staged(self, b: Bin, staging: str, state: _RunState, tags: Mapping[str, str] | None = None) -> tuple[AddFile, ...]:
+    def _collect_staged(
+        self, b: Bin, staging: str, state: _RunState, tags: Mapping[str, str] | None = None
+    ) -> tuple[AddFile, ...]:
         adds = []
         for n in sorted(n for n in os.listdir(staging) if n.startswith("part-") and n.endswith(".parquet")):
             dest, log_path = self._target(b, n)
@@ -298,7 +308,7 @@ class OptimizeExecutor:
         return dest, (posixpath.join(log_dir, name) if log_dir else name)
 
     def _add_file(self, b: Bin, dest: str, log_path: str, tags: Mapping[str, str] | None = None) -> AddFile:
-        from .stats import stats_from_file
+        from ..inspect.stats import stats_from_file
 
         snap = self.snapshot
         st = os.stat(dest)
@@ -342,7 +352,7 @@ class OptimizeExecutor:
         attempts = 0
         while True:
             if self.config.validate_commits:
-                from .validate import validate_actions
+                from ..inspect.validate import validate_actions
 
                 validate_actions(snapshot, adds, removes).raise_if_invalid()
             txn = Transaction(snapshot, max_attempts=self.config.max_commit_attempts)
@@ -369,8 +379,8 @@ class OptimizeExecutor:
 
     def _check_landed(self, version: int) -> None:
         """Re-read the commit that just landed; a finding here is a bug, reported with the way back."""
-        from .errors import ValidationError
-        from .validate import validate_commit
+        from ..errors import ValidationError
+        from ..inspect.validate import validate_commit
 
         report = validate_commit(self.snapshot.location, version)
         if not report.ok:
@@ -396,7 +406,9 @@ class OptimizeExecutor:
         except Exception:  # status tracking is best effort
             return 0
 
-    def _metrics(self, plan: OptimizePlan, results: list[BinResult], committed: list[CommitResult], start_ms: int, tasks: int) -> OptimizeMetrics:
+    def _metrics(
+        self, plan: OptimizePlan, results: list[BinResult], committed: list[CommitResult], start_ms: int, tasks: int
+    ) -> OptimizeMetrics:
         added = [a.size for r in results for a in r.adds]
         removed = [rm.size or 0 for r in results for rm in r.removes]
         kept_bins = [r.bin for r in results]
@@ -434,7 +446,9 @@ class OptimizeExecutor:
             total_scheduled_tasks=tasks,
             auto_compact_parallelism_stats=None,
             deletion_vector_stats=(
-                DeletionVectorStats(len(dv_files), sum(f.deletion_vector.cardinality for f in dv_files)) if dv_files else None
+                DeletionVectorStats(len(dv_files), sum(f.deletion_vector.cardinality for f in dv_files))
+                if dv_files
+                else None
             ),
             num_table_columns=n_cols,
             num_table_columns_with_stats=with_stats,
@@ -466,9 +480,9 @@ _ARROW_CODECS = {"snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompresse
 
 def _clustering_spec(spark, snapshot: Snapshot, columns: Sequence[str], curve: str):
     """Validate Z-order columns and read delta-spark's multi-dimensional clustering confs."""
-    from .config import parse_bool
-    from .errors import InvalidConfigError
-    from .zorder import ClusteringSpec, resolve_columns
+    from ..errors import InvalidConfigError
+    from ..plan.config import parse_bool
+    from .clustering import ClusteringSpec, resolve_columns
 
     if curve not in ("zorder", "hilbert"):
         raise InvalidConfigError(f"curve must be 'zorder' or 'hilbert', got {curve!r}.")
@@ -476,8 +490,12 @@ def _clustering_spec(spark, snapshot: Snapshot, columns: Sequence[str], curve: s
     def conf(key: str, default: str) -> str:
         return spark.conf.get(key, None) or default
 
-    check = parse_bool(conf("spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled", "true"), key="checkStatsCollection")
-    resolved = resolve_columns(columns, snapshot.schema, snapshot.partition_columns, snapshot.configuration, check_stats=check)
+    check = parse_bool(
+        conf("spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled", "true"), key="checkStatsCollection"
+    )
+    resolved = resolve_columns(
+        columns, snapshot.schema, snapshot.partition_columns, snapshot.configuration, check_stats=check
+    )
     key = "spark.databricks.io.skipping.mdc.rangeId.max"
     try:
         num_ranges = int(conf(key, "1000"))
@@ -490,12 +508,14 @@ def _clustering_spec(spark, snapshot: Snapshot, columns: Sequence[str], curve: s
         curve,  # type: ignore[arg-type]
         num_ranges=num_ranges,
         add_noise=parse_bool(conf("spark.databricks.io.skipping.mdc.addNoise", "true"), key="mdc.addNoise"),
-        sort_within_files=parse_bool(conf("spark.databricks.io.skipping.mdc.sortWithinFiles", "false"), key="mdc.sortWithinFiles"),
+        sort_within_files=parse_bool(
+            conf("spark.databricks.io.skipping.mdc.sortWithinFiles", "false"), key="mdc.sortWithinFiles"
+        ),
     )
 
 
 # ---------------------------------------------------------------- paths
-_HIVE_ESCAPE = set('"#%\'*/:=?\\{[]^') | {chr(c) for c in range(0x01, 0x20)} | {chr(0x7F)}
+_HIVE_ESCAPE = set("\"#%'*/:=?\\{[]^") | {chr(c) for c in range(0x01, 0x20)} | {chr(0x7F)}
 
 
 def _hive_escape(value: str) -> str:
@@ -524,7 +544,7 @@ def _unquote(path: str) -> str:
 
 # ---------------------------------------------------------------- public API
 def optimize(
-    spark: "SparkSession | None",
+    spark: SparkSession | None,
     table: str,
     where: str | Sequence[str] | None = None,
     zorder_by: Sequence[str] | None = None,
@@ -555,7 +575,7 @@ def optimize(
         TableNotFoundError, NotADeltaTableError, InvalidPredicateError, InvalidConfigError,
         UnsupportedFeatureError, CommitConflictError.
     """
-    from .spark import conf_getter, get_spark, resolve_table
+    from .session import conf_getter, get_spark, resolve_table
 
     config = OptimizeConfig.resolve(None, overrides)  # validate overrides before starting Spark
     spark = get_spark(spark)

@@ -29,14 +29,15 @@ import logging
 import math
 import re
 import struct
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
-    from .actions import Protocol
+    from ..delta.actions import Protocol
 
 __all__ = [
     "DEFAULT_NUM_INDEXED_COLS",
@@ -97,7 +98,7 @@ class StatsField:
     name: str
     logical_name: str
     type: Any
-    children: tuple["StatsField", ...] | None = None
+    children: tuple[StatsField, ...] | None = None
 
     @property
     def is_struct(self) -> bool:
@@ -182,7 +183,9 @@ def _filter_schema(fields: Sequence[StatsField], paths: Sequence[tuple[str, ...]
         if all(not r for r in rests):
             out.append(f)
         elif f.is_struct:
-            out.append(StatsField(f.name, f.logical_name, f.type, _filter_schema(f.children or (), [r for r in rests if r])))
+            out.append(
+                StatsField(f.name, f.logical_name, f.type, _filter_schema(f.children or (), [r for r in rests if r]))
+            )
     return tuple(out)
 
 
@@ -223,7 +226,7 @@ def stats_columns(
 
 def _leaves(fields: Sequence[StatsField], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], StatsField]]:
     for f in fields:
-        path = prefix + (f.name,)
+        path = (*prefix, f.name)
         if f.is_struct:
             yield from _leaves(f.children or (), path)
         else:
@@ -236,7 +239,7 @@ def configured_string_prefix_length(configuration: Mapping[str, str]) -> int:
     return int(raw) if raw is not None and str(raw).strip() != "" else DEFAULT_STRING_PREFIX_LENGTH
 
 
-def _tight_bounds(protocol: "Protocol | None", configuration: Mapping[str, str]) -> bool:
+def _tight_bounds(protocol: Protocol | None, configuration: Mapping[str, str]) -> bool:
     """delta-spark adds ``tightBounds: true`` when the protocol supports deletion vectors."""
     if protocol is not None:
         return "deletionVectors" in (protocol.writer_features or ())
@@ -506,7 +509,7 @@ class _FileColumns:
         return hits[0] if len(hits) == 1 else None
 
 
-def _file_columns(metadata: "pq.FileMetaData") -> _FileColumns:
+def _file_columns(metadata: pq.FileMetaData) -> _FileColumns:
     import pyarrow as pa
 
     out = _FileColumns()
@@ -536,7 +539,7 @@ def _file_columns(metadata: "pq.FileMetaData") -> _FileColumns:
             out.groups[path] = list(range(idx, idx + n))
         if pa.types.is_struct(t):
             for i in range(t.num_fields):
-                walk(t.field(i), path + (t.field(i).name,))
+                walk(t.field(i), (*path, t.field(i).name))
             return
         if n == 1 and not (pa.types.is_map(t) or is_list(t)):
             out.leaves[path] = idx
@@ -624,9 +627,7 @@ class _Unknown(Exception):
     """A footer value we cannot translate faithfully."""
 
 
-def _collect(
-    metadata: "pq.FileMetaData", fields: Sequence[StatsField]
-) -> tuple[int, list[_LeafStats]]:
+def _collect(metadata: pq.FileMetaData, fields: Sequence[StatsField]) -> tuple[int, list[_LeafStats]]:
     """Footer pass: numRecords and whatever each stats leaf's column chunks tell."""
     num_rows = int(metadata.num_rows)
     cols = _file_columns(metadata)
@@ -801,7 +802,7 @@ def _data_min_max(values: Any, t: str) -> tuple[Any, Any]:
     return mm["min"].as_py(), mm["max"].as_py()
 
 
-def _fill_from_data(path: str, metadata: "pq.FileMetaData", leaves: list[_LeafStats]) -> None:
+def _fill_from_data(path: str, metadata: pq.FileMetaData, leaves: list[_LeafStats]) -> None:
     """Read only the columns the footer could not answer for, and compute what delta-spark would."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -854,7 +855,7 @@ def _render(
         """delta-spark only aggregates min/max over eligible columns present in the file; a struct
         with none of those is left out of minValues/maxValues (not even ``{}``)."""
         if f.is_struct:
-            return any(has_bounds(c, path + (c.name,)) for c in f.children or ())
+            return any(has_bounds(c, (*path, c.name)) for c in f.children or ())
         return f.has_min_max and by_path[path].target is not None
 
     def value_of(leaf: _LeafStats, which: str) -> str | None:
@@ -873,7 +874,7 @@ def _render(
     def obj(fs: Sequence[StatsField], parent: tuple[str, ...], which: str) -> str:
         parts = []
         for f in fs:
-            path = parent + (f.name,)
+            path = (*parent, f.name)
             if f.is_struct:
                 keep = has_bounds(f, path) if which != "null" else f.has_leaf_below
                 if keep:
@@ -902,17 +903,19 @@ def _render(
 
 
 def _stats(
-    metadata: "pq.FileMetaData",
+    metadata: pq.FileMetaData,
     path: str | None,
     schema: Mapping[str, Any],
     partition_columns: Sequence[str],
     configuration: Mapping[str, str],
-    protocol: "Protocol | None",
+    protocol: Protocol | None,
     session_time_zone: str,
     string_prefix_length: int | None,
 ) -> str:
     fields = stats_columns(schema, partition_columns, configuration)
-    prefix = string_prefix_length if string_prefix_length is not None else configured_string_prefix_length(configuration)
+    prefix = (
+        string_prefix_length if string_prefix_length is not None else configured_string_prefix_length(configuration)
+    )
     num_rows, leaves = _collect(metadata, fields)
     if path is not None:
         _fill_from_data(path, metadata, leaves)
@@ -927,12 +930,12 @@ def _stats(
 
 
 def stats_from_parquet(
-    metadata: "pq.FileMetaData",
+    metadata: pq.FileMetaData,
     schema: Mapping[str, Any],
     partition_columns: Sequence[str],
     configuration: Mapping[str, str],
     *,
-    protocol: "Protocol | None" = None,
+    protocol: Protocol | None = None,
     session_time_zone: str = "UTC",
     string_prefix_length: int | None = None,
 ) -> str:
@@ -954,7 +957,7 @@ def stats_from_file(
     partition_columns: Sequence[str],
     configuration: Mapping[str, str],
     *,
-    protocol: "Protocol | None" = None,
+    protocol: Protocol | None = None,
     session_time_zone: str = "UTC",
     string_prefix_length: int | None = None,
     read_data: bool = True,

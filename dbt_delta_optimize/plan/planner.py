@@ -7,10 +7,11 @@ size, dropping single-file bins for compaction, and batching bins into commits b
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Literal, Mapping, Sequence
+from typing import Literal
 
-from .actions import AddFile
+from ..delta.actions import AddFile
 from .config import OptimizeConfig
 
 __all__ = [
@@ -186,9 +187,7 @@ def plan_optimize(
         skip_partition: for incremental Z-order, returns True for a partition that needs no rewrite.
     """
     matched = None if matched_partitions is None else set(matched_partitions)
-    considered = tuple(
-        f for f in files if matched is None or raw_partition_key(f, partition_columns) in matched
-    )
+    considered = tuple(f for f in files if matched is None or raw_partition_key(f, partition_columns) in matched)
     if mode == "compaction":
         candidates = [f for f in considered if should_compact(f, config)]
         max_bin = config.max_file_size

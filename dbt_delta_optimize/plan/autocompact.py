@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from ..errors import DeltaOptimizeError, InvalidConfigError
 from .config import PREFIX, ConfGetter, MiB, parse_bool, parse_size
-from .errors import DeltaOptimizeError, InvalidConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ..delta.snapshot import Snapshot
     from .metrics import OptimizeMetrics
-    from .snapshot import Snapshot
 
 __all__ = [
     "AutoCompactConfig",
@@ -94,14 +95,19 @@ class AutoCompactConfig:
         return self.min_file_size if self.min_file_size is not None else self.max_file_size // 2
 
     @classmethod
-    def resolve(cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None) -> "AutoCompactConfig":
+    def resolve(
+        cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> AutoCompactConfig:
         get_conf = get_conf or (lambda _k: None)
         o = dict(overrides or {})
         keys = {
             "max_file_size": ("autoCompact.maxFileSize", lambda v, k: parse_size(v, key=k)),
             "min_file_size": ("autoCompact.minFileSize", lambda v, k: parse_size(v, key=k)),
             "min_num_files": ("autoCompact.minNumFiles", lambda v, k: _int(v, k, 0)),
-            "modified_partitions_only": ("autoCompact.modifiedPartitionsOnly.enabled", lambda v, k: parse_bool(v, key=k)),
+            "modified_partitions_only": (
+                "autoCompact.modifiedPartitionsOnly.enabled",
+                lambda v, k: parse_bool(v, key=k),
+            ),
             "non_blind_append": ("autoCompact.nonBlindAppend.enabled", lambda v, k: parse_bool(v, key=k)),
             "max_num_modified_partitions": ("autoCompact.maxNumModifiedPartitions", lambda v, k: _int(v, k, 1)),
         }
@@ -132,7 +138,11 @@ class PartitionCount:
     files: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"partition": {k: _jsonable(v) for k, v in self.partition.items()}, "smallFiles": self.small_files, "files": self.files}
+        return {
+            "partition": {k: _jsonable(v) for k, v in self.partition.items()},
+            "smallFiles": self.small_files,
+            "files": self.files,
+        }
 
 
 def _jsonable(v: Any) -> Any:
@@ -170,7 +180,7 @@ class AutoCompactResult:
     triggering_versions: tuple[int, ...]
     considered: tuple[PartitionCount, ...]
     chosen: tuple[PartitionCount, ...]
-    metrics: "OptimizeMetrics | None" = None
+    metrics: OptimizeMetrics | None = None
     error: str | None = None
     decision_ms: float = 0.0
     duration_ms: float = 0.0
@@ -253,7 +263,7 @@ def decide(
 
 
 def plan_auto_compact(
-    snapshot: "Snapshot", *, min_file_size: int | None = None, max_file_size: int | None = None, **overrides: Any
+    snapshot: Snapshot, *, min_file_size: int | None = None, max_file_size: int | None = None, **overrides: Any
 ) -> AutoCompactDecision:
     """Dry run over every partition of a snapshot (no triggering write): what auto compaction would pick now."""
     from .planner import raw_partition_key
@@ -270,7 +280,7 @@ def plan_auto_compact(
 
 
 def _triggering(location: str, since_version: int | None, latest: int) -> list[tuple[int, list[dict]]]:
-    from .snapshot import read_commit
+    from ..delta.snapshot import read_commit
 
     start = latest if since_version is None else since_version + 1
     return [(v, read_commit(location, v)) for v in range(max(start, 0), latest + 1)]
@@ -284,7 +294,7 @@ def _active_conf() -> ConfGetter:
         return lambda _k: None
     from pyspark.sql import SparkSession
 
-    from .spark import conf_getter
+    from ..engine.session import conf_getter
 
     active = SparkSession.getActiveSession()
     if active is None:
@@ -297,7 +307,7 @@ def _active_conf() -> ConfGetter:
 
 
 def auto_compact(
-    spark: "SparkSession | None",
+    spark: SparkSession | None,
     table: str,
     since_version: int | None = None,
     *,
@@ -318,14 +328,18 @@ def auto_compact(
         **overrides: max_file_size, min_file_size, min_num_files, modified_partitions_only,
             non_blind_append, max_num_modified_partitions.
     """
-    from .snapshot import latest_version
-    from .spark import conf_getter, is_path, resolve_table
+    from ..delta.snapshot import latest_version
+    from ..engine.session import conf_getter, is_path, resolve_table
 
     t0 = time.perf_counter()
     get_conf = _active_conf() if spark is None else conf_getter(spark)
     config = AutoCompactConfig.resolve(get_conf, overrides)
     raw_throw = get_conf(PREFIX + "postCommitHook.throwOnError")
-    throw = throw_on_error if throw_on_error is not None else (parse_bool(raw_throw, key="postCommitHook.throwOnError") if raw_throw else False)
+    throw = (
+        throw_on_error
+        if throw_on_error is not None
+        else (parse_bool(raw_throw, key="postCommitHook.throwOnError") if raw_throw else False)
+    )
     location = table
     triggering: tuple[int, ...] = ()
     decision: AutoCompactDecision | None = None  # kept for the failure result: which partitions were tried
@@ -348,20 +362,22 @@ def auto_compact(
 
     try:
         if not is_path(table):
-            from .spark import get_spark
+            from ..engine.session import get_spark
 
             spark = get_spark(spark)
         location = resolve_table(table, spark)
-        from deltalake import DeltaTable
-
         import pyarrow as pa
+        from deltalake import DeltaTable
 
         latest = latest_version(location)
         dt = DeltaTable(location)
         meta = dt.metadata()
         is_on = enabled if enabled is not None else auto_compact_enabled(get_conf, dict(meta.configuration))
         if not is_on:
-            return result(DISABLED, "auto compaction is not enabled (spark.databricks.delta.autoCompact.enabled or table property delta.autoOptimize.autoCompact)")
+            return result(
+                DISABLED,
+                "auto compaction is not enabled (spark.databricks.delta.autoCompact.enabled or table property delta.autoOptimize.autoCompact)",
+            )
         commits = _triggering(location, since_version, latest)
         triggering = tuple(v for v, _ in commits)
         info = {v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits}
@@ -369,10 +385,19 @@ def auto_compact(
         if not data_commits:
             if not commits:
                 return result(SKIP_EMPTY_INGESTION, f"no commits after version {since_version}")
-            return result(SKIP_OWN_COMMIT, "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output")
+            return result(
+                SKIP_OWN_COMMIT,
+                "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output",
+            )
         # delta-spark's isQualifiedForAutoCompact: nonBlindAppend only applies with modifiedPartitionsOnly.
-        if config.non_blind_append and config.modified_partitions_only and all(info[v].get("isBlindAppend") for v, _ in data_commits):
-            return result(SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append")
+        if (
+            config.non_blind_append
+            and config.modified_partitions_only
+            and all(info[v].get("isBlindAppend") for v, _ in data_commits)
+        ):
+            return result(
+                SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append"
+            )
         added = {unquote(a["add"]["path"]) for _, acts in data_commits for a in acts if "add" in a}
         if not added:
             return result(SKIP_EMPTY_INGESTION, "the triggering commits added no data files")
@@ -403,23 +428,32 @@ def auto_compact(
         if throw:
             raise
         log.warning("auto compaction of %s failed: %s", location, exc, exc_info=True)
-        return result(FAILED, f"auto compaction failed: {type(exc).__name__}: {exc}", decision, error=f"{type(exc).__name__}: {exc}")
+        return result(
+            FAILED,
+            f"auto compaction failed: {type(exc).__name__}: {exc}",
+            decision,
+            error=f"{type(exc).__name__}: {exc}",
+        )
 
 
-def _run(spark: "SparkSession | None", location: str, chosen_paths: set[str] | None, config: AutoCompactConfig) -> "OptimizeMetrics":
+def _run(
+    spark: SparkSession | None, location: str, chosen_paths: set[str] | None, config: AutoCompactConfig
+) -> OptimizeMetrics:
     """Compact the chosen partitions (None: all) of the latest snapshot with the auto-compact sizes, as OPTIMIZE auto=true."""
+    from ..delta.snapshot import load_snapshot
+    from ..engine.executor import OptimizeExecutor
+    from ..engine.session import conf_getter, get_spark
     from .config import OptimizeConfig
-    from .executor import OptimizeExecutor
     from .planner import raw_partition_key
-    from .snapshot import load_snapshot
-    from .spark import conf_getter, get_spark
 
     spark = get_spark(spark)
     snapshot = load_snapshot(location)
     raw_keys = (
         None
         if chosen_paths is None
-        else {raw_partition_key(f, snapshot.partition_columns) for f in snapshot.files if unquote(f.path) in chosen_paths}
+        else {
+            raw_partition_key(f, snapshot.partition_columns) for f in snapshot.files if unquote(f.path) in chosen_paths
+        }
     )
     opt = OptimizeConfig.resolve(
         conf_getter(spark), {"min_file_size": config.small_file_threshold, "max_file_size": config.max_file_size}

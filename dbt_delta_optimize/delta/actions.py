@@ -7,9 +7,10 @@ the exact log shape so a RemoveFile carries everything its AddFile had.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = [
     "ADD",
@@ -72,7 +73,7 @@ class Protocol:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Protocol":
+    def from_json(cls, d: Mapping[str, Any]) -> Protocol:
         rf, wf = d.get("readerFeatures"), d.get("writerFeatures")
         return cls(
             int(d["minReaderVersion"]),
@@ -97,7 +98,7 @@ class Metadata:
         return json.loads(self.schema_string)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Metadata":
+    def from_json(cls, d: Mapping[str, Any]) -> Metadata:
         return cls(
             id=d["id"],
             schema_string=d["schemaString"],
@@ -135,7 +136,7 @@ class DeletionVector:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any] | None) -> "DeletionVector | None":
+    def from_json(cls, d: Mapping[str, Any] | None) -> DeletionVector | None:
         if not d:
             return None
         return cls(d["storageType"], d["pathOrInlineDv"], int(d["sizeInBytes"]), int(d["cardinality"]), d.get("offset"))
@@ -199,7 +200,7 @@ class AddFile:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "AddFile":
+    def from_json(cls, d: Mapping[str, Any]) -> AddFile:
         return cls(
             path=d["path"],
             partition_values=d.get("partitionValues") or {},
@@ -214,7 +215,7 @@ class AddFile:
             clustering_provider=d.get("clusteringProvider"),
         )
 
-    def remove(self, deletion_timestamp: int, *, data_change: bool = False) -> "RemoveFile":
+    def remove(self, deletion_timestamp: int, *, data_change: bool = False) -> RemoveFile:
         """The RemoveFile that retires this file, carrying its metadata over (extendedFileMetadata)."""
         return RemoveFile(
             path=self.path,
@@ -275,7 +276,7 @@ class RemoveFile:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "RemoveFile":
+    def from_json(cls, d: Mapping[str, Any]) -> RemoveFile:
         return cls(
             path=d["path"],
             deletion_timestamp=d.get("deletionTimestamp"),

@@ -13,15 +13,16 @@ import base64
 import datetime
 import html
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .config import MiB, OptimizeConfig, format_size, parse_size
-from .zorder import COLUMNS_TAG, CURVE_TAG
+from ..engine.clustering import COLUMNS_TAG, CURVE_TAG
+from ..plan.config import MiB, OptimizeConfig, format_size, parse_size
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .snapshot import Snapshot
+    from ..delta.snapshot import Snapshot
 
 __all__ = [
     "AUTO_COMPACT_MAX_FILE_SIZE",
@@ -85,9 +86,9 @@ def _zorder_state(files: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def _layout(snapshot: "Snapshot", min_size: int, ac_min_size: int) -> dict[str, Any]:
+def _layout(snapshot: Snapshot, min_size: int, ac_min_size: int) -> dict[str, Any]:
     """Everything about one snapshot that needs no planner: per partition files, sizes, small files, Z-order."""
-    from .snapshot import partition_key
+    from ..delta.snapshot import partition_key
 
     cols = snapshot.partition_columns
     groups: dict[tuple, list[Any]] = {}
@@ -137,9 +138,9 @@ def _layout(snapshot: "Snapshot", min_size: int, ac_min_size: int) -> dict[str, 
     }
 
 
-def _auto_compact(snapshot: "Snapshot", thresholds: Mapping[str, int]) -> Any:
+def _auto_compact(snapshot: Snapshot, thresholds: Mapping[str, int]) -> Any:
     """What auto compaction would do now over every partition (its dry run)."""
-    from .autocompact import plan_auto_compact
+    from ..plan.autocompact import plan_auto_compact
 
     return plan_auto_compact(
         snapshot, min_file_size=thresholds["autoCompactMinFileSize"], max_file_size=thresholds["autoCompactMaxFileSize"]
@@ -149,7 +150,7 @@ def _auto_compact(snapshot: "Snapshot", thresholds: Mapping[str, int]) -> Any:
 def health_report(
     table: str,
     *,
-    spark: "SparkSession | None" = None,
+    spark: SparkSession | None = None,
     compare_version: int | None = None,
     min_file_size: int | str | None = None,
     max_file_size: int | str | None = None,
@@ -162,13 +163,13 @@ def health_report(
     defaults (optimize.minFileSize 1 GiB; autoCompact.minFileSize = autoCompact.maxFileSize / 2 = 64 MiB).
     With ``spark`` the plan is OPTIMIZE's own dry run; without, the pure planner over all partitions.
     """
-    from .planner import plan_optimize
-    from .snapshot import load_snapshot
+    from ..delta.snapshot import load_snapshot
+    from ..plan.planner import plan_optimize
 
     get_conf = None
     location = table
     if spark is not None:
-        from .spark import conf_getter, resolve_table
+        from ..engine.session import conf_getter, resolve_table
 
         get_conf = conf_getter(spark)
         location = resolve_table(table, spark)
@@ -194,7 +195,7 @@ def health_report(
     report["generatedAt"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     report["thresholds"] = thresholds
     if spark is not None:
-        from .executor import optimize
+        from ..engine.executor import optimize
 
         report["optimize"] = optimize(spark, snapshot.location, dry_run=True, **overrides).to_dict()
         report["optimizeSource"] = "optimize(dry_run=True)"
@@ -262,7 +263,9 @@ def histogram_svg(
                 f"[{_esc(format_size(2**k))}, {_esc(format_size(2 ** (k + 1)))})</title></rect>"
             )
             if v:
-                parts.append(f'<text x="{x + bar / 2:.1f}" y="{head + plot_h - h - 3:.1f}" text-anchor="middle">{v}</text>')
+                parts.append(
+                    f'<text x="{x + bar / 2:.1f}" y="{head + plot_h - h - 3:.1f}" text-anchor="middle">{v}</text>'
+                )
         if len(ks) <= 16 or i % 2 == 0:
             parts.append(
                 f'<text x="{left + (i + 0.5) * slot:.1f}" y="{head + plot_h + 14}" text-anchor="middle">'
@@ -375,7 +378,7 @@ def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any]
     if compare is not None:
         out.append(
             f'<table id="summary"><tr><th></th><th>before (version {compare["version"]})</th>'
-            f'<th>after (version {report["version"]})</th><th>change</th></tr>'
+            f"<th>after (version {report['version']})</th><th>change</th></tr>"
         )
         for (name, bv, btxt), (_, av, atxt) in zip(_summary_rows(compare), _summary_rows(report)):
             out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(btxt)}</td><td>{_esc(atxt)}</td>{_delta_cell(bv, av)}</tr>")
@@ -413,7 +416,12 @@ def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any]
 
     out.append("<h2>Partitions</h2>")
     if report["partitions"]:
-        out.append(_img(_partition_bars_svg(report["partitions"], "Files per partition (orange: small files)"), "files per partition"))
+        out.append(
+            _img(
+                _partition_bars_svg(report["partitions"], "Files per partition (orange: small files)"),
+                "files per partition",
+            )
+        )
     before_parts = {p["partition"]: p for p in (compare or {}).get("partitions", [])}
     head = "<tr><th>partition</th>"
     if compare is not None:
@@ -450,7 +458,10 @@ def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any]
         if plan["bins"]:
             out.append('<table id="plan"><tr><th>partition</th><th>files</th><th>bytes</th></tr>')
             for b in plan["bins"][:200]:
-                pv = ", ".join(f"{k}={'null' if v is None else v}" for k, v in b["partitionValues"].items()) or "(unpartitioned)"
+                pv = (
+                    ", ".join(f"{k}={'null' if v is None else v}" for k, v in b["partitionValues"].items())
+                    or "(unpartitioned)"
+                )
                 out.append(f"<tr><td>{_esc(pv)}</td><td>{b['files']}</td><td>{_esc(_size(b['bytes']))}</td></tr>")
             out.append("</table>")
     out.append("<h2>What auto compaction would do</h2>")
@@ -459,7 +470,9 @@ def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any]
         out.append("<p><i>Not computed.</i></p>")
     else:
         out.append(f"<p>{_esc(ac['status'])}: {_esc(ac['reason'])}</p>")
-        out.append('<table id="autocompact"><tr><th>partition</th><th>small files</th><th>files</th><th>chosen</th></tr>')
+        out.append(
+            '<table id="autocompact"><tr><th>partition</th><th>small files</th><th>files</th><th>chosen</th></tr>'
+        )
         chosen = [c["partition"] for c in ac["chosen"]]
         for c in ac["considered"][:200]:
             pv = ", ".join(f"{k}={'null' if v is None else v}" for k, v in c["partition"].items()) or "(unpartitioned)"

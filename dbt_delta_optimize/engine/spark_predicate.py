@@ -7,19 +7,27 @@ have exactly Spark SQL's semantics (casts, time zone, null handling) without rea
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Hashable, Sequence
+from typing import TYPE_CHECKING
 
-from .errors import InvalidPredicateError
-from .planner import RawKey, raw_partition_key
-from .snapshot import Snapshot
+from ..delta.snapshot import Snapshot
+from ..errors import InvalidPredicateError
+from ..plan.planner import RawKey, raw_partition_key
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["PartitionSelection", "parse_predicates", "select_partitions"]
 
-_SUBQUERY_NODES = {"ScalarSubquery", "Exists", "ListQuery", "InSubquery", "LateralSubquery", "UnresolvedTableValuedFunction"}
+_SUBQUERY_NODES = {
+    "ScalarSubquery",
+    "Exists",
+    "ListQuery",
+    "InSubquery",
+    "LateralSubquery",
+    "UnresolvedTableValuedFunction",
+}
 _RAW = "__ddo_raw_{}__"
 
 
@@ -40,7 +48,7 @@ def _children(jexpr):
     return [seq.apply(i) for i in range(seq.size())]
 
 
-def parse_predicates(spark: "SparkSession", predicates: Sequence[str], partition_columns: Sequence[str]) -> list[str]:
+def parse_predicates(spark: SparkSession, predicates: Sequence[str], partition_columns: Sequence[str]) -> list[str]:
     """Parse each predicate with Spark's SQL parser; reject subqueries and non-partition columns.
 
     Returns the canonical SQL of each predicate (evaluable again by Spark).
@@ -49,7 +57,7 @@ def parse_predicates(spark: "SparkSession", predicates: Sequence[str], partition
 
 
 def _parse_predicates(
-    spark: "SparkSession", predicates: Sequence[str], partition_columns: Sequence[str]
+    spark: SparkSession, predicates: Sequence[str], partition_columns: Sequence[str]
 ) -> list[tuple[str, str]]:
     """(canonical SQL, Catalyst toString) of each predicate, validated as parse_predicates documents."""
     parser = spark._jsparkSession.sessionState().sqlParser()
@@ -57,7 +65,9 @@ def _parse_predicates(
     out = []
     for text in predicates:
         if not isinstance(text, str) or not text.strip():
-            raise InvalidPredicateError(f"Empty WHERE predicate {text!r}: give a condition on partition columns, e.g. \"date = '2024-01-01'\".")
+            raise InvalidPredicateError(
+                f"Empty WHERE predicate {text!r}: give a condition on partition columns, e.g. \"date = '2024-01-01'\"."
+            )
         try:
             jexpr = parser.parseExpression(text)
         except Exception as exc:  # py4j wraps ParseException
@@ -92,7 +102,7 @@ def _parse_predicates(
     return out
 
 
-def select_partitions(spark: "SparkSession", snapshot: Snapshot, predicates: Sequence[str] = ()) -> PartitionSelection:
+def select_partitions(spark: SparkSession, snapshot: Snapshot, predicates: Sequence[str] = ()) -> PartitionSelection:
     """Evaluate predicates over the snapshot's distinct partitions (typed by casting the log's strings)."""
     cols = list(snapshot.partition_columns)
     parsed = _parse_predicates(spark, predicates, cols) if predicates else []
@@ -123,7 +133,9 @@ def select_partitions(spark: "SparkSession", snapshot: Snapshot, predicates: Seq
         rows = typed.collect()
     except Exception as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InvalidPredicateError(f"WHERE predicate {json.dumps(list(predicates))} cannot be evaluated: {msg}") from None
+        raise InvalidPredicateError(
+            f"WHERE predicate {json.dumps(list(predicates))} cannot be evaluated: {msg}"
+        ) from None
     normalized: dict[RawKey, Hashable] = {}
     matched = set()
     for r in rows:
