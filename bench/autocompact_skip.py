@@ -223,7 +223,7 @@ def main() -> int:
         print(f"table {path}: {summary}, checkpoint at version {COMMITS - 1}")
 
         t0 = time.perf_counter()
-        from dbt_delta_optimize.plan.autocompact import auto_compact
+        from dbt_delta_optimize.api import auto_compact
 
         import_ms = (time.perf_counter() - t0) * 1000
         cases = [

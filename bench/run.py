@@ -52,7 +52,7 @@ def dir_size(path: str) -> int:
 
 
 def run_ours(spark, path):
-    from dbt_delta_optimize.engine.executor import optimize
+    from dbt_delta_optimize.api import optimize
 
     m = optimize(spark, path)
     return m.num_files_removed, m.num_files_added

@@ -84,7 +84,7 @@ def files_scanned(path: str, qs) -> tuple[int, int]:
 
 def run_ours(curve):
     def run(spark, path, target):
-        from dbt_delta_optimize.engine.executor import optimize
+        from dbt_delta_optimize.api import optimize
 
         m = optimize(spark, path, zorder_by=["x", "y"], curve=curve, max_file_size=target)
         return m.num_files_removed, m.num_files_added

@@ -13,7 +13,7 @@ from ._version import __version__
 _LAZY = {
     "AddFile": "delta.actions",
     "AutoCompactResult": "plan.autocompact",
-    "auto_compact": "plan.autocompact",
+    "auto_compact": "api",
     "CommitResult": "delta.commit",
     "DeletionVector": "delta.actions",
     "Metadata": "delta.actions",
@@ -25,7 +25,7 @@ _LAZY = {
     "ensure_write_supported": "delta.protocol",
     "get_spark": "engine.session",
     "health_report": "inspect.health",
-    "optimize": "engine.executor",
+    "optimize": "api",
     "OptimizeExecutor": "engine.executor",
     "OptimizeMetrics": "plan.metrics",
     "OptimizePlan": "plan.planner",
@@ -38,15 +38,16 @@ _LAZY = {
 __all__ = sorted([*_LAZY, "__version__", "errors"])
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .api import auto_compact, optimize
     from .delta.actions import AddFile, DeletionVector, Metadata, Protocol, RemoveFile
     from .delta.commit import CommitResult, Transaction
     from .delta.protocol import ensure_write_supported
     from .delta.snapshot import Snapshot, load_snapshot, read_commits
-    from .engine.executor import OptimizeExecutor, optimize
+    from .engine.executor import OptimizeExecutor
     from .engine.session import get_spark
     from .inspect.health import health_report
     from .inspect.validate import validate_actions, validate_commit
-    from .plan.autocompact import AutoCompactResult, auto_compact
+    from .plan.autocompact import AutoCompactResult
     from .plan.config import OptimizeConfig
     from .plan.metrics import OptimizeMetrics
     from .plan.planner import OptimizePlan

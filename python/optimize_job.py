@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from dbt_delta_optimize.engine.executor import optimize
+    from dbt_delta_optimize.api import optimize
     from dbt_delta_optimize.errors import (
         DeltaOptimizeError,
         InvalidArgumentError,

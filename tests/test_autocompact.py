@@ -31,11 +31,12 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
+from dbt_delta_optimize.api import auto_compact, optimize
 from dbt_delta_optimize.cli.main import cli
-from dbt_delta_optimize.engine.executor import OptimizeExecutor, optimize
+from dbt_delta_optimize.engine.executor import OptimizeExecutor
 from dbt_delta_optimize.errors import InvalidConfigError
 from dbt_delta_optimize.plan import autocompact as ac
-from dbt_delta_optimize.plan.autocompact import AutoCompactConfig, auto_compact, auto_compact_enabled, decide
+from dbt_delta_optimize.plan.autocompact import AutoCompactConfig, auto_compact_enabled, decide
 from tests.helpers import assert_same_rows, data_files, log_snapshot, log_versions, rows_deltars, rows_spark
 from tests.test_optimize import commit_info, counts, live_files, spark_write
 
@@ -773,7 +774,7 @@ def test_skip_starts_no_spark_job(spark, tmp_path):
 
 SKIP_SCRIPT = r"""
 import json, sys
-from dbt_delta_optimize.plan.autocompact import auto_compact
+from dbt_delta_optimize.api import auto_compact
 path, owned = sys.argv[1], sys.argv[2]
 out = {}
 r = auto_compact(None, path, enabled=True); out["insufficient"] = r.status
@@ -828,7 +829,7 @@ from dbt_delta_optimize.engine.session import get_spark
 spark = get_spark(work_dir=work, master="local[1]", catalog="in-memory",
                   conf={"spark.sql.shuffle.partitions": "1", "spark.sql.session.timeZone": "UTC"})
 spark.sparkContext.parallelize([1], 1).map(lambda x: x).collect()  # warm the Python workers
-from dbt_delta_optimize.plan.autocompact import auto_compact
+from dbt_delta_optimize.api import auto_compact
 print(json.dumps({"ready": True}), flush=True)
 deadline = time.time() + 240
 while not os.path.exists(go):

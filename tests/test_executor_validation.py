@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
+from dbt_delta_optimize.api import optimize
 from dbt_delta_optimize.engine import executor as ex
-from dbt_delta_optimize.engine.executor import optimize
 from dbt_delta_optimize.errors import ValidationError
 from tests.helpers import assert_same_rows, data_files, log_snapshot, rows_spark
 

@@ -171,7 +171,7 @@ def _plan_key(plan: dict) -> set:
 
 
 def test_plan_is_optimizes_dry_run(spark, table):
-    from dbt_delta_optimize.engine.executor import optimize
+    from dbt_delta_optimize.api import optimize
 
     small = sizes_threshold(table)
     dry = optimize(spark, table, dry_run=True, min_file_size=small).to_dict()

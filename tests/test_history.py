@@ -65,7 +65,7 @@ def numbers(entry: dict) -> tuple[int, int, int, int]:
 @pytest.fixture(scope="module")
 def mixed(spark, tmp_path_factory):
     """One table compacted by all three engines (delta-spark twice: ZORDER with WHERE, and auto compaction)."""
-    from dbt_delta_optimize.engine.executor import optimize
+    from dbt_delta_optimize.api import optimize
 
     p = str(tmp_path_factory.mktemp("history") / "t")
     rs_append(p, 0)

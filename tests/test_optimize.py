@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from dbt_delta_optimize.engine.executor import STAGING_DIR, OptimizeExecutor, optimize
+from dbt_delta_optimize.api import optimize
+from dbt_delta_optimize.engine.executor import STAGING_DIR, OptimizeExecutor
 from dbt_delta_optimize.errors import (
     ConcurrentDeleteReadError,
     InvalidConfigError,

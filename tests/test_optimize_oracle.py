@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dbt_delta_optimize.engine.executor import optimize
+from dbt_delta_optimize.api import optimize
 from tests.helpers import log_versions, rows_deltars, rows_spark
 from tests.test_optimize import (
     adds_removes,

@@ -89,7 +89,7 @@ def recompute_metrics(actions: list[dict[str, Any]]) -> None:
 @pytest.fixture(scope="module")
 def ours_template(spark, tmp_path_factory):
     """delta-spark table, 2 partitions x 3 small files; version 1 is our OPTIMIZE (3 files -> 1 per partition)."""
-    from dbt_delta_optimize.engine.executor import optimize
+    from dbt_delta_optimize.api import optimize
 
     p = str(tmp_path_factory.mktemp("validate") / "ours")
     spark.range(0, N, 1, 3).selectExpr(*EXPRS).write.format("delta").partitionBy("part").save(p)

@@ -22,10 +22,10 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from dbt_delta_optimize.api import optimize
 from dbt_delta_optimize.cli.main import cli
 from dbt_delta_optimize.engine import clustering as zorder
 from dbt_delta_optimize.engine.clustering import COLUMNS_TAG, CURVE_TAG
-from dbt_delta_optimize.engine.executor import optimize
 from dbt_delta_optimize.errors import InvalidArgumentError
 from dbt_delta_optimize.plan.metrics import OptimizeMetrics
 from tests.helpers import (

@@ -90,7 +90,7 @@ def optimize(
     zcols = [c.strip() for c in zorder_by.split(",") if c.strip()] if zorder_by else None
 
     def go():
-        from ..engine.executor import optimize as run
+        from ..api import optimize as run
         from ..plan.config import OptimizeConfig
 
         OptimizeConfig.resolve(None, overrides)  # bad values fail before Spark starts
@@ -148,7 +148,7 @@ def auto_compact_cmd(table, since_version, min_num_files, max_file_size, min_fil
     }
 
     def go():
-        from ..plan.autocompact import auto_compact
+        from ..api import auto_compact
 
         return auto_compact(
             None, table, since_version, enabled=True if force else None, throw_on_error=True, **overrides

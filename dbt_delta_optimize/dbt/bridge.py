@@ -160,7 +160,7 @@ def run_model(
         spark = _spark()
         overrides = {k: s[k] for k in ("min_file_size", "max_file_size") if s.get(k) is not None}
         if record["mode"] == "optimize":
-            from ..engine.executor import optimize
+            from ..api import optimize
 
             m = optimize(
                 spark, location, s.get("where"), s.get("zorder_by"), curve=s.get("curve", "zorder"), **overrides
@@ -168,7 +168,7 @@ def run_model(
             wrote = bool(m.committed_versions)
             record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=m.to_dict())
         else:
-            from ..plan.autocompact import auto_compact
+            from ..api import auto_compact
 
             if s.get("min_num_files") is not None:
                 overrides["min_num_files"] = s["min_num_files"]
@@ -230,7 +230,7 @@ def run_operation(
         location = _delta_location(record, table, file_format)
         if location is None:
             return _finish(record, t0)
-        from ..engine.executor import optimize
+        from ..api import optimize
 
         result = optimize(_spark(), location, s.get("where"), s.get("zorder_by"), dry_run=bool(dry_run))
         if dry_run:

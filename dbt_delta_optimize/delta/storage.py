@@ -1,42 +1,99 @@
-"""Storage access behind a small interface, so object stores with conditional put can follow.
+"""Storage behind one small interface, passed into every operation and never bypassed.
 
-The only primitive a Delta commit needs is put-if-absent: a log entry either appears whole
-or not at all, and never replaces another writer's entry.
+The only primitive a Delta commit needs from a store is put-if-absent: a log entry either
+appears whole or not at all, and never replaces another writer's entry. Everything else
+(reading the log, statting and moving data files, listing folders) is plain file access.
+
+Locations are absolute: a local path, a ``file:`` URI, or (with an object-store backend) a
+URI such as ``s3://bucket/table``. Backends join and split them with ``/``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote, urlparse
 
-__all__ = ["LocalStorage", "Storage", "local_path", "storage_for", "table_uri"]
+from ..errors import InvalidArgumentError
+
+__all__ = ["FileInfo", "LocalStorage", "Storage", "join", "local_path", "storage_for", "table_uri"]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """Size and modification time of one stored object."""
+
+    size: int
+    modification_time_ms: int
 
 
 class Storage(TypingProtocol):
-    """What the commit writer and executor need from a filesystem."""
+    """What the log reader, the commit writer and the executor need from a store.
+
+    Contract (as delta-kernel-rs's storage handler): listings are sorted by name; ``put_if_absent``
+    is atomic and never overwrites; a missing file raises ``FileNotFoundError`` from ``read_bytes``,
+    ``stat`` and ``open_input``; ``delete`` of a missing file is not an error.
+    """
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        """Options for deltalake (``storage_options``), so both libraries see the same store."""
+        ...
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         """Write ``data`` at ``path`` atomically unless it exists. True if written, False if it existed."""
+        ...
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write or replace ``path`` atomically (checkpoint pointers, manifests; never commits)."""
+        ...
 
     def read_bytes(self, path: str) -> bytes: ...
 
+    def open_input(self, path: str) -> BinaryIO:
+        """A seekable binary reader (what pyarrow's Parquet reader takes)."""
+        ...
+
     def exists(self, path: str) -> bool: ...
 
-    def size(self, path: str) -> int: ...
+    def stat(self, path: str) -> FileInfo: ...
 
-    def list_dir(self, path: str) -> Iterator[str]: ...
+    def list_dir(self, path: str) -> Iterator[str]:
+        """Names (not paths) directly under ``path``, sorted; nothing if it does not exist."""
+        ...
+
+    def makedirs(self, path: str) -> None:
+        """Make sure a folder can hold files (a no-op on object stores)."""
+        ...
 
     def delete(self, path: str) -> None: ...
 
-    def rename(self, src: str, dst: str) -> None: ...
+    def delete_tree(self, path: str) -> None:
+        """Delete a folder and everything under it (missing is fine)."""
+        ...
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` to ``dst`` (replacing ``dst``); used for staged files we own."""
+        ...
+
+    def is_empty_dir(self, path: str) -> bool: ...
 
 
+@dataclass(frozen=True)
 class LocalStorage:
     """POSIX filesystem: write a temp file, then hard-link it into place (link fails if the target exists)."""
+
+    _options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        return self._options
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         directory = os.path.dirname(path)
@@ -53,21 +110,36 @@ class LocalStorage:
         finally:
             os.unlink(tmp)
 
+    def write_bytes(self, path: str, data: bytes) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as fh:
             return fh.read()
 
+    def open_input(self, path: str) -> BinaryIO:
+        return open(path, "rb")
+
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
-    def size(self, path: str) -> int:
-        return os.stat(path).st_size
+    def stat(self, path: str) -> FileInfo:
+        st = os.stat(path)
+        return FileInfo(st.st_size, int(st.st_mtime * 1000))
 
     def list_dir(self, path: str) -> Iterator[str]:
         try:
-            yield from sorted(os.listdir(path))
-        except FileNotFoundError:
+            names = sorted(os.listdir(path))
+        except (FileNotFoundError, NotADirectoryError):
             return
+        yield from names
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
 
     def delete(self, path: str) -> None:
         try:
@@ -75,9 +147,27 @@ class LocalStorage:
         except FileNotFoundError:
             pass
 
+    def delete_tree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
     def rename(self, src: str, dst: str) -> None:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         os.replace(src, dst)
+
+    def is_empty_dir(self, path: str) -> bool:
+        try:
+            return not os.listdir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+
+def join(base: str, *parts: str) -> str:
+    """Join location parts with ``/`` (locations are local paths or URIs, never Windows paths)."""
+    out = base.rstrip("/")
+    for p in parts:
+        if p:
+            out = f"{out}/{p.lstrip('/')}"
+    return out
 
 
 def local_path(uri: str) -> str:
@@ -88,21 +178,24 @@ def local_path(uri: str) -> str:
     return uri
 
 
+def _scheme(location: str) -> str:
+    scheme = urlparse(location).scheme
+    return scheme if scheme and scheme != "file" and len(scheme) > 1 else ""
+
+
 def table_uri(location: str) -> str:
     """Canonical absolute location (no trailing slash) for a local path or file URI."""
-    scheme = urlparse(location).scheme
-    if scheme and scheme != "file" and len(scheme) > 1:
+    if _scheme(location):
         return location.rstrip("/")
     return str(Path(local_path(location)).expanduser().resolve())
 
 
-def storage_for(location: str) -> Storage:
-    scheme = urlparse(location).scheme
-    if scheme and scheme != "file" and len(scheme) > 1:
-        from ..errors import InvalidArgumentError
-
+def storage_for(location: str, options: Mapping[str, str] | None = None) -> Storage:
+    """The storage backend for a location (local paths and ``file:`` URIs today)."""
+    scheme = _scheme(location)
+    if scheme:
         raise InvalidArgumentError(
             f"Storage scheme '{scheme}://' is not supported yet (only local paths and file: URIs). "
             "Run against a local or mounted path."
         )
-    return LocalStorage()
+    return LocalStorage(dict(options or {}))

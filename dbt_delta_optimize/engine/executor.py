@@ -39,7 +39,7 @@ from ..plan.planner import Bin, OptimizePlan, plan_optimize
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["BinResult", "OptimizeExecutor", "ProgressCallback", "optimize"]
+__all__ = ["BinResult", "OptimizeExecutor", "ProgressCallback"]
 
 log = logging.getLogger(__name__)
 
@@ -540,52 +540,3 @@ def _unquote(path: str) -> str:
     from urllib.parse import unquote
 
     return unquote(path)
-
-
-# ---------------------------------------------------------------- public API
-def optimize(
-    spark: SparkSession | None,
-    table: str,
-    where: str | Sequence[str] | None = None,
-    zorder_by: Sequence[str] | None = None,
-    *,
-    curve: str = "zorder",
-    full: bool = False,
-    dry_run: bool = False,
-    progress: ProgressCallback | None = None,
-    **overrides: Any,
-) -> OptimizeMetrics | OptimizePlan:
-    """OPTIMIZE a Delta table (path or catalog name) like delta-spark, committed by our writer.
-
-    Args:
-        spark: session to use (None: the running one, else an embedded local session).
-        table: table path, ``file:`` URI, or catalog name.
-        where: partition predicate(s) in Spark SQL; several are ANDed.
-        zorder_by: columns to cluster by (nested ``a.b`` and back-quoted names allowed).
-        curve: ``"zorder"`` (delta-spark's) or ``"hilbert"`` (2-9 columns).
-        full: re-cluster partitions whose files are already clustered by the same columns and curve.
-        dry_run: return the OptimizePlan instead of running it; nothing is written.
-        **overrides: per-call settings (min_file_size, max_file_size, max_threads, batch_size,
-            max_deleted_rows_ratio, repartition_enabled, max_commit_attempts) over the session conf.
-
-    Returns:
-        OptimizeMetrics (or the plan, with dry_run).
-
-    Raises:
-        TableNotFoundError, NotADeltaTableError, InvalidPredicateError, InvalidConfigError,
-        UnsupportedFeatureError, CommitConflictError.
-    """
-    from .session import conf_getter, get_spark, resolve_table
-
-    config = OptimizeConfig.resolve(None, overrides)  # validate overrides before starting Spark
-    spark = get_spark(spark)
-    config = OptimizeConfig.resolve(conf_getter(spark), overrides)
-    location = resolve_table(table, spark)
-    snapshot = load_snapshot(location)
-    predicates = [where] if isinstance(where, str) else list(where or [])
-    executor = OptimizeExecutor(
-        spark, snapshot, predicates, list(zorder_by or []), config, progress=progress, curve=curve, full=full
-    )
-    if dry_run:
-        return executor.plan()
-    return executor.optimize()

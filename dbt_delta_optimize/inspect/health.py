@@ -195,7 +195,7 @@ def health_report(
     report["generatedAt"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     report["thresholds"] = thresholds
     if spark is not None:
-        from ..engine.executor import optimize
+        from ..api import optimize
 
         report["optimize"] = optimize(spark, snapshot.location, dry_run=True, **overrides).to_dict()
         report["optimizeSource"] = "optimize(dry_run=True)"
