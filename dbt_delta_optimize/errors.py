@@ -7,10 +7,13 @@ often a dbt user looking at a log line, not at our source.
 from __future__ import annotations
 
 __all__ = [
+    "BAD_INPUT_ERRORS",
     "CommitConflictError",
     "CommitFailedError",
     "ConcurrentDeleteDeleteError",
     "ConcurrentDeleteReadError",
+    "CorruptLogError",
+    "DataFileError",
     "DeltaOptimizeError",
     "InvalidArgumentError",
     "InvalidConfigError",
@@ -19,8 +22,10 @@ __all__ = [
     "NotADeltaTableError",
     "ProtocolChangedError",
     "TableNotFoundError",
+    "UnsafePathError",
     "UnsupportedFeatureError",
     "ValidationError",
+    "exit_code",
 ]
 
 
@@ -54,6 +59,31 @@ class UnsupportedFeatureError(DeltaOptimizeError):
     def __init__(self, message: str, features: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.features = features
+
+
+class CorruptLogError(DeltaOptimizeError):
+    """The table's log cannot be replayed: a gap, bad JSON, a missing protocol, metadata or checkpoint."""
+
+    def __init__(self, message: str, *, version: int | None = None) -> None:
+        super().__init__(message)
+        self.version = version
+
+
+class UnsafePathError(CorruptLogError):
+    """An action in the log names a file outside the table root (``../x``, a symlink out, a NUL byte)."""
+
+    def __init__(self, message: str, *, version: int | None = None, path: str = "") -> None:
+        super().__init__(message, version=version)
+        self.path = path
+
+
+class DataFileError(DeltaOptimizeError):
+    """A data file the table lists cannot be read: missing, empty, not Parquet, or not the table's schema."""
+
+    def __init__(self, message: str, *, path: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
 
 
 class CommitFailedError(DeltaOptimizeError):
@@ -90,3 +120,17 @@ class ProtocolChangedError(CommitConflictError):
 
 class ValidationError(DeltaOptimizeError):
     """A planned or landed commit failed validation (a bug guard: nothing unsafe is written)."""
+
+
+#: Errors that mean "fix your input" (exit 2); any other error is a failure (exit 1).
+BAD_INPUT_ERRORS: tuple[type[DeltaOptimizeError], ...] = (
+    InvalidArgumentError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+    CorruptLogError,
+)
+
+
+def exit_code(exc: BaseException) -> int:
+    """The process exit code for an error: 2 for bad input, 1 for anything else."""
+    return 2 if isinstance(exc, BAD_INPUT_ERRORS) else 1
