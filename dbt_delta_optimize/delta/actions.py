@@ -95,7 +95,8 @@ class Metadata:
 
     @property
     def schema(self) -> dict[str, Any]:
-        return json.loads(self.schema_string)
+        value: dict[str, Any] = json.loads(self.schema_string)
+        return value
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Metadata:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,9 +37,10 @@ from .actions import (
     CommitInfo,
     RemoveFile,
 )
+from .log import commit_path, read_commit
 from .protocol import ensure_write_supported
-from .snapshot import Snapshot, read_commit
-from .storage import Storage, storage_for
+from .snapshot import Snapshot
+from .storage import Storage
 
 __all__ = ["DEFAULT_MAX_COMMIT_ATTEMPTS", "CommitResult", "Transaction", "check_conflicts", "engine_info"]
 
@@ -71,7 +71,7 @@ def _norm(path: str, root: str) -> str:
         p = p[5:]
         while p.startswith("//"):
             p = p[1:]
-    if os.path.isabs(p) and p.startswith(root.rstrip("/") + "/"):
+    if p.startswith("/") and p.startswith(root.rstrip("/") + "/"):
         p = p[len(root.rstrip("/")) + 1 :]
     return p
 
@@ -153,7 +153,7 @@ class Transaction:
         if check_protocol:
             ensure_write_supported(snapshot.protocol, snapshot.metadata, table=snapshot.location)
         self.snapshot = snapshot
-        self.storage = storage or storage_for(snapshot.location)
+        self.storage = storage if storage is not None else snapshot.storage
         self.max_attempts = max_attempts
         self._read_paths: set[str] = set()
         self._committed = False
@@ -167,7 +167,7 @@ class Transaction:
         self._read_paths.update(_norm(f.path, self.snapshot.location) for f in files)
 
     def _log_path(self, version: int) -> str:
-        return os.path.join(self.snapshot.log_dir, f"{version:020d}.json")
+        return commit_path(self.snapshot.location, version)
 
     def commit(
         self,
@@ -208,7 +208,9 @@ class Transaction:
                 )
             # Someone won `version`: check it and every other winner up to the newest.
             while self.storage.exists(self._log_path(version)):
-                check_conflicts(version, read_commit(root, version), read_paths=read, removed_paths=removed, root=root)
+                check_conflicts(
+                    version, read_commit(self.storage, root, version), read_paths=read, removed_paths=removed, root=root
+                )
                 rebased.append(version)
                 version += 1
         raise CommitFailedError(
@@ -227,7 +229,8 @@ class Transaction:
         try:
             from deltalake import DeltaTable
 
-            dt = DeltaTable(self.snapshot.location, version=version)
+            options = dict(self.storage.options) or None
+            dt = DeltaTable(self.snapshot.location, version=version, storage_options=options)
             dt.create_checkpoint()
             return version
         except Exception as exc:  # a missing checkpoint only slows readers down

@@ -90,10 +90,12 @@ def ensure_write_supported(protocol: Protocol, metadata: Metadata | None = None,
     readers, writers = active_features(protocol, metadata)
     bad = sorted((readers - SUPPORTED_READER_FEATURES) | (writers - SUPPORTED_WRITER_FEATURES))
     problems.extend(bad)
-    if metadata is not None and metadata.configuration.get("delta.enableDeletionVectors", "").lower() == "true":
-        if "deletionVectors" not in bad:
-            bad.append("deletionVectors")
-            problems.append("deletionVectors")
+    dv_enabled = (
+        metadata is not None and metadata.configuration.get("delta.enableDeletionVectors", "").lower() == "true"
+    )
+    if dv_enabled and "deletionVectors" not in bad:
+        bad.append("deletionVectors")
+        problems.append("deletionVectors")
     if not problems:
         return
     details = "; ".join(f"{p} ({_WHY[p]})" if p in _WHY else p for p in problems)

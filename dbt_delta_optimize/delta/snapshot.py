@@ -1,45 +1,53 @@
-"""Snapshots of a Delta table, read through deltalake (delta-rs).
+"""Snapshots of a Delta table, read through deltalake (delta-rs) and a Storage.
 
 deltalake does the log replay and checkpoint reading: it decides which files are live.
 We then look up each live file's raw add action (tags, exact partition-value strings,
-stats JSON, deletion vector) so removes can carry them over byte for byte.
+stats JSON, deletion vector) so removes can carry them over byte for byte. Every error of
+the log reader becomes a typed error of ours that names the table and the version.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import NotADeltaTableError, TableNotFoundError
-from .actions import ADD, AddFile, Metadata, Protocol
-from .storage import local_path, table_uri
+from ..errors import CorruptLogError, DeltaOptimizeError, NotADeltaTableError, TableNotFoundError
+from . import log as _log
+from .actions import AddFile, Metadata, Protocol
+from .paths import check_log_path, data_file_location
+from .storage import LocalStorage, Storage, join, storage_for, table_uri
 
-__all__ = ["Snapshot", "file_counts", "latest_version", "load_snapshot", "read_commit", "read_commits"]
-
-_LOG = "_delta_log"
-_COMMIT_RE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
+__all__ = [
+    "Snapshot",
+    "file_counts",
+    "latest_version",
+    "load_snapshot",
+    "open_table",
+    "partition_key",
+    "read_commit",
+    "read_commits",
+    "summarize",
+]
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One version of a table: protocol, metadata and every live AddFile."""
+    """One version of a table: protocol, metadata, every live AddFile, and the store it lives in."""
 
     location: str
     version: int
     protocol: Protocol
     metadata: Metadata
     files: tuple[AddFile, ...]
+    storage: Storage = field(default_factory=LocalStorage, compare=False, repr=False)
 
     @property
     def log_dir(self) -> str:
-        return os.path.join(self.location, _LOG)
+        return join(self.location, _log.LOG_DIR)
 
     @property
     def partition_columns(self) -> tuple[str, ...]:
@@ -51,7 +59,8 @@ class Snapshot:
 
     @cached_property
     def schema(self) -> dict[str, Any]:
-        return json.loads(self.metadata.schema_string)
+        value: dict[str, Any] = json.loads(self.metadata.schema_string)
+        return value
 
     @cached_property
     def partition_types(self) -> dict[str, str]:
@@ -66,122 +75,93 @@ class Snapshot:
         return [f for f in self.schema["fields"] if f["name"] not in parts]
 
     def file_path(self, add_path: str) -> str:
-        """Absolute local path of a file named in the log (relative URI-encoded or absolute URI)."""
-        if "://" in add_path or add_path.startswith("file:"):
-            return local_path(add_path)
-        return os.path.join(self.location, unquote(add_path))
+        """Location of a file named in the log; a relative path must stay inside the table root."""
+        return data_file_location(self.location, add_path)
 
     @property
     def total_size(self) -> int:
         return sum(f.size for f in self.files)
 
 
-def _check_location(location: str) -> str:
-    path = table_uri(location)
-    if not os.path.exists(path):
+def open_table(location: str, storage: Storage | None = None) -> tuple[str, Storage]:
+    """(canonical root, storage) of a table location, checking that it holds a Delta log."""
+    root = table_uri(location)
+    storage = storage if storage is not None else storage_for(root)
+    if not storage.exists(root):
         raise TableNotFoundError(
             f"Table path '{location}' does not exist. Check the path (or the table name) and that the model was built."
         )
-    if not os.path.isdir(os.path.join(path, _LOG)):
+    if not storage.exists(join(root, _log.LOG_DIR)):
         raise NotADeltaTableError(
             f"'{location}' is not a Delta table: it has no _delta_log directory. "
             "Only Delta tables can be optimized (file_format: delta in dbt)."
         )
-    return path
+    return root, storage
 
 
-def latest_version(location: str) -> int:
+def latest_version(location: str, *, storage: Storage | None = None) -> int:
     """Newest committed version, found by listing the log (no replay)."""
-    path = _check_location(location)
-    versions = [int(m.group(1)) for n in os.listdir(os.path.join(path, _LOG)) if (m := _COMMIT_RE.match(n))]
-    if not versions:
-        raise NotADeltaTableError(f"'{location}' has an empty _delta_log (no commits). It is not a Delta table yet.")
-    return max(versions)
+    root, storage = open_table(location, storage)
+    return _log.latest_version(storage, root)
 
 
-def read_commit(location: str, version: int) -> list[dict[str, Any]]:
+def read_commit(location: str, version: int, *, storage: Storage | None = None) -> list[dict[str, Any]]:
     """The raw actions of one committed version, in file order."""
-    path = os.path.join(table_uri(location), _LOG, f"{version:020d}.json")
-    try:
-        with open(path, "rb") as fh:
-            return [json.loads(line) for line in fh.read().splitlines() if line.strip()]
-    except FileNotFoundError as exc:
-        raise TableNotFoundError(
-            f"Version {version} of '{location}' is not in the log (it may have been cleaned up)."
-        ) from exc
+    root = table_uri(location)
+    return _log.read_commit(storage if storage is not None else storage_for(root), root, version)
 
 
-def read_commits(location: str, start: int, end: int | None = None) -> list[tuple[int, list[dict[str, Any]]]]:
+def read_commits(
+    location: str, start: int, end: int | None = None, *, storage: Storage | None = None
+) -> list[tuple[int, list[dict[str, Any]]]]:
     """Raw actions of versions start..end inclusive (end defaults to the latest)."""
-    end = latest_version(location) if end is None else end
-    return [(v, read_commit(location, v)) for v in range(start, end + 1)]
+    root, storage = open_table(location, storage)
+    end = _log.latest_version(storage, root) if end is None else end
+    return _log.read_commits(storage, root, start, end)
 
 
-def _map_to_dict(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return value
-    return {k: v for k, v in value}  # pyarrow maps arrive as [(key, value), ...]
+def _translate(exc: Exception, root: str, storage: Storage, version: int | None) -> DeltaOptimizeError:
+    """deltalake's error as ours: unsupported protocol, corrupt log, missing version, or not a table."""
+    from ..errors import UnsupportedFeatureError
+
+    text = str(exc).split("\n", 1)[0].removeprefix("Kernel error: ")
+    lowered = text.lower()
+    if version is not None and ("end version" in lowered or "not found" in lowered or "version" in lowered):
+        try:
+            latest = _log.latest_version(storage, root)
+        except DeltaOptimizeError:
+            latest = None
+        if latest is not None and not 0 <= version <= latest:
+            return TableNotFoundError(
+                f"Version {version} of '{root}' does not exist: the table's versions are 0..{latest}."
+            )
+    if "catalog" in lowered or "unsupported" in lowered or "reader features" in lowered or "protocol" in lowered:
+        diagnosed = _log.diagnose(storage, root, version)
+        if diagnosed is not None:
+            return diagnosed
+        return UnsupportedFeatureError(
+            f"'{root}' uses a Delta protocol this tool cannot read ({text}). Nothing was written. "
+            "Use an engine that supports the table's protocol (delta-spark), or skip this table."
+        )
+    diagnosed = _log.diagnose(storage, root, version)
+    if diagnosed is not None:
+        return diagnosed
+    return CorruptLogError(f"The log of '{root}' cannot be read: {text}.", version=version)
 
 
-def _raw_adds(log_dir: str, version: int) -> dict[str, dict[str, Any]]:
-    """Last add action per (decoded) path, from the newest checkpoint <= version and the commits after it.
-
-    Liveness is *not* decided here (deltalake did that); this is a lookup of each live file's raw action.
-    """
-    names = os.listdir(log_dir)
-    checkpoints: dict[int, list[str]] = {}
-    for n in names:
-        m = _CHECKPOINT_RE.match(n)
-        if m and int(m.group(1)) <= version:
-            checkpoints.setdefault(int(m.group(1)), []).append(n)
-    start = 0
-    adds: dict[str, dict[str, Any]] = {}
-    if checkpoints:
-        import pyarrow.parquet as pq
-
-        cp = max(checkpoints)
-        start = cp + 1
-        for name in sorted(checkpoints[cp]):
-            table = pq.read_table(os.path.join(log_dir, name), columns=[ADD])
-            for row in table.column(ADD).to_pylist():
-                if row is None:
-                    continue
-                row = {k: v for k, v in row.items() if v is not None}
-                row["partitionValues"] = _map_to_dict(row.get("partitionValues"))
-                if "tags" in row:
-                    row["tags"] = _map_to_dict(row["tags"])
-                adds[unquote(row["path"])] = row
-    for v in range(start, version + 1):
-        path = os.path.join(log_dir, f"{v:020d}.json")
-        if not os.path.exists(path):
-            continue
-        with open(path, "rb") as fh:
-            for line in fh:
-                if b'"add"' not in line:
-                    continue
-                action = json.loads(line)
-                if ADD in action:
-                    adds[unquote(action[ADD]["path"])] = action[ADD]
-    return adds
-
-
-def load_snapshot(location: str, version: int | None = None) -> Snapshot:
-    """Load a table snapshot (latest by default) through deltalake."""
-    path = _check_location(location)
+def _delta_table(root: str, storage: Storage, version: int | None) -> Any:
     from deltalake import DeltaTable  # heavy import kept out of package import time
     from deltalake.exceptions import TableNotFoundError as DeltaRsNotFound
 
     try:
-        dt = DeltaTable(path, version=version)
+        return DeltaTable(root, version=version, storage_options=dict(storage.options) or None)
     except DeltaRsNotFound as exc:
-        raise NotADeltaTableError(f"'{location}' is not a readable Delta table: {exc}") from exc
-    except Exception as exc:  # deltalake raises plain exceptions for bad versions
-        if version is not None:
-            raise TableNotFoundError(f"Version {version} of '{location}' cannot be loaded: {exc}") from exc
-        raise
-    v = dt.version()
+        raise NotADeltaTableError(f"'{root}' is not a readable Delta table: {str(exc).splitlines()[0]}") from exc
+    except Exception as exc:
+        raise _translate(exc, root, storage, version) from exc
+
+
+def _protocol_and_metadata(dt: Any) -> tuple[Protocol, Metadata]:
     p = dt.protocol()
     protocol = Protocol(
         p.min_reader_version,
@@ -199,29 +179,62 @@ def load_snapshot(location: str, version: int | None = None) -> Snapshot:
         name=m.name,
         description=m.description,
     )
+    return protocol, metadata
+
+
+def _live_files(dt: Any, root: str, storage: Storage, version: int) -> tuple[AddFile, ...]:
     import pyarrow as pa
 
-    live = pa.table(dt.get_add_actions(flatten=False)).select(["path", "size_bytes", "modification_time"]).to_pylist()
-    raw = _raw_adds(os.path.join(path, _LOG), v) if live else {}
+    live = pa.table(dt.get_add_actions(flatten=False)).select(["path", "size_bytes", "modification_time"])
+    if not live.num_rows:
+        return ()
+    raw = _log.raw_adds(storage, root, version, _log.list_log(storage, root))
     files = []
-    for row in live:
-        action = raw.get(unquote(row["path"]))
-        if action is None:  # should not happen; keep what deltalake told us
-            action = {"path": row["path"], "size": row["size_bytes"], "modificationTime": row["modification_time"]}
+    for row in live.to_pylist():
+        found = raw.get(unquote(row["path"]))
+        if found is None:  # should not happen; keep what deltalake told us
+            added_in, action = (
+                version,
+                {
+                    "path": row["path"],
+                    "size": row["size_bytes"],
+                    "modificationTime": row["modification_time"],
+                },
+            )
+        else:
+            added_in, action = found
+        check_log_path(action["path"], version=added_in, table=root)
         files.append(AddFile.from_json(action))
     files.sort(key=lambda f: f.path)
-    return Snapshot(path, v, protocol, metadata, tuple(files))
+    return tuple(files)
 
 
-def file_counts(location: str) -> tuple[int, int]:
+def load_snapshot(location: str, version: int | None = None, *, storage: Storage | None = None) -> Snapshot:
+    """Load a table snapshot (latest by default) through deltalake, every path checked."""
+    root, storage = open_table(location, storage)
+    dt = _delta_table(root, storage, version)
+    try:
+        v = dt.version()
+        protocol, metadata = _protocol_and_metadata(dt)
+        files = _live_files(dt, root, storage, v)
+    except DeltaOptimizeError:
+        raise
+    except Exception as exc:
+        raise _translate(exc, root, storage, version) from exc
+    return Snapshot(root, v, protocol, metadata, files, storage)
+
+
+def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, int]:
     """(live files, live bytes): what a report needs, without the raw-action lookup of load_snapshot."""
-    path = _check_location(location)
     import pyarrow as pa
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
-    dt = DeltaTable(path)
-    sizes = pa.table(dt.get_add_actions(flatten=False)).column("size_bytes")
+    root, storage = open_table(location, storage)
+    dt = _delta_table(root, storage, None)
+    try:
+        sizes = pa.table(dt.get_add_actions(flatten=False)).column("size_bytes")
+    except Exception as exc:
+        raise _translate(exc, root, storage, None) from exc
     return len(sizes), int(pc.sum(sizes).as_py() or 0)
 
 
@@ -233,7 +246,7 @@ def partition_key(values: Mapping[str, str | None], columns: Iterable[str]) -> t
 def summarize(snapshot: Snapshot) -> dict[str, Any]:
     """A JSON-ready summary: version, protocol, schema shape, files and bytes per partition."""
     cols = snapshot.partition_columns
-    per: dict[tuple, list[int]] = {}
+    per: dict[tuple[str | None, ...], list[int]] = {}
     for f in snapshot.files:
         per.setdefault(partition_key(f.partition_values, cols), []).append(f.size)
     return {

@@ -1,0 +1,231 @@
+"""Reading the ``_delta_log`` folder through a Storage: listing, commits, raw add actions.
+
+deltalake does the log replay (which files are live); this module reads what replay does not
+expose (one commit's raw actions, each live file's exact add action) and diagnoses a log that
+replay refused, so the user gets a typed error that names the version instead of a library message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
+from .actions import ADD, METADATA, PROTOCOL
+from .storage import Storage, join
+
+__all__ = [
+    "LOG_DIR",
+    "LogListing",
+    "commit_path",
+    "diagnose",
+    "latest_version",
+    "list_log",
+    "raw_adds",
+    "read_commit",
+    "read_commits",
+]
+
+LOG_DIR = "_delta_log"
+_COMMIT_RE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
+_V2_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
+
+
+@dataclass(frozen=True)
+class LogListing:
+    """The commit versions and checkpoint files found in one listing of the log folder."""
+
+    commits: tuple[int, ...]
+    checkpoints: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def latest(self) -> int:
+        return max(self.commits[-1] if self.commits else -1, max(self.checkpoints, default=-1))
+
+    def checkpoint_at_or_before(self, version: int) -> int | None:
+        return max((v for v in self.checkpoints if v <= version), default=None)
+
+
+def commit_path(root: str, version: int) -> str:
+    return join(root, LOG_DIR, f"{version:020d}.json")
+
+
+def list_log(storage: Storage, root: str) -> LogListing:
+    """Commits and checkpoints in the log folder (sorted); raises if the table has no log."""
+    commits: list[int] = []
+    checkpoints: dict[int, list[str]] = {}
+    for name in storage.list_dir(join(root, LOG_DIR)):
+        if m := _COMMIT_RE.match(name):
+            commits.append(int(m.group(1)))
+        elif (m := _CHECKPOINT_RE.match(name)) or (m := _V2_CHECKPOINT_RE.match(name)):
+            checkpoints.setdefault(int(m.group(1)), []).append(name)
+    if not commits and not checkpoints:
+        raise NotADeltaTableError(
+            f"'{root}' has an empty _delta_log (no commits): it is not a Delta table yet. "
+            "Only Delta tables can be optimized (file_format: delta in dbt)."
+        )
+    return LogListing(tuple(sorted(commits)), {v: tuple(sorted(n)) for v, n in checkpoints.items()})
+
+
+def latest_version(storage: Storage, root: str) -> int:
+    """Newest committed version, found by listing the log (no replay)."""
+    return list_log(storage, root).latest
+
+
+def _parse_lines(data: bytes, root: str, version: int) -> list[dict[str, Any]]:
+    actions: list[dict[str, Any]] = []
+    for n, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError as exc:
+            raise CorruptLogError(
+                f"Version {version} of '{root}' is corrupt: line {n} of {version:020d}.json is not valid JSON "
+                f"({exc}). Restore the file from a backup, or RESTORE the table to an earlier version.",
+                version=version,
+            ) from exc
+        if not isinstance(action, dict):
+            raise CorruptLogError(
+                f"Version {version} of '{root}' is corrupt: line {n} of {version:020d}.json is not a JSON object.",
+                version=version,
+            )
+        actions.append(action)
+    return actions
+
+
+def read_commit(storage: Storage, root: str, version: int) -> list[dict[str, Any]]:
+    """The raw actions of one committed version, in file order."""
+    try:
+        data = storage.read_bytes(commit_path(root, version))
+    except FileNotFoundError as exc:
+        raise TableNotFoundError(
+            f"Version {version} of '{root}' is not in the log (it may have been cleaned up by log retention)."
+        ) from exc
+    return _parse_lines(data, root, version)
+
+
+def read_commits(storage: Storage, root: str, start: int, end: int) -> list[tuple[int, list[dict[str, Any]]]]:
+    """Raw actions of versions start..end inclusive."""
+    return [(v, read_commit(storage, root, v)) for v in range(start, end + 1)]
+
+
+def _map_to_dict(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    return dict(value)  # pyarrow maps arrive as [(key, value), ...]
+
+
+def _checkpoint_adds(storage: Storage, root: str, names: Iterable[str]) -> dict[str, tuple[int, dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    adds: dict[str, tuple[int, dict[str, Any]]] = {}
+    for name in names:
+        if not name.endswith(".parquet"):
+            continue
+        with storage.open_input(join(root, LOG_DIR, name)) as fh:
+            table = pq.read_table(fh, columns=[ADD])
+        version = int(name[:20])
+        for row in table.column(ADD).to_pylist():
+            if row is None:
+                continue
+            row = {k: v for k, v in row.items() if v is not None}
+            row["partitionValues"] = _map_to_dict(row.get("partitionValues"))
+            if "tags" in row:
+                row["tags"] = _map_to_dict(row["tags"])
+            adds[unquote(row["path"])] = (version, row)
+    return adds
+
+
+def raw_adds(storage: Storage, root: str, version: int, listing: LogListing) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Last add action per decoded path, with the version that wrote it, up to ``version``.
+
+    Liveness is *not* decided here (deltalake did that); this is a lookup of each live file's raw
+    action, from the newest checkpoint at or before ``version`` and the commits after it.
+    """
+    cp = listing.checkpoint_at_or_before(version)
+    adds = _checkpoint_adds(storage, root, listing.checkpoints[cp]) if cp is not None else {}
+    start = cp + 1 if cp is not None else 0
+    present = set(listing.commits)
+    for v in range(start, version + 1):
+        if v not in present:
+            continue
+        data = storage.read_bytes(commit_path(root, v))
+        for line in data.splitlines():
+            if b'"add"' not in line:
+                continue
+            action = json.loads(line)
+            if ADD in action:
+                adds[unquote(action[ADD]["path"])] = (v, action[ADD])
+    return adds
+
+
+def _gap(listing: LogListing, version: int | None) -> str | None:
+    end = listing.latest if version is None else version
+    cp = listing.checkpoint_at_or_before(end)
+    start = cp + 1 if cp is not None else 0
+    missing = sorted(set(range(start, end + 1)) - set(listing.commits))
+    if not missing:
+        return None
+    return f"versions are not contiguous: commit {missing[0]} is missing (expected {start}..{end})"
+
+
+def _protocol_problem(protocol: Any) -> str | None:
+    if not isinstance(protocol, dict):
+        return "the protocol action is not an object"
+    reader, writer = protocol.get("minReaderVersion"), protocol.get("minWriterVersion")
+    if not isinstance(reader, int) or not isinstance(writer, int):
+        return f"invalid protocol (minReaderVersion={reader!r}, minWriterVersion={writer!r})"
+    return None
+
+
+def _find_protocol_and_metadata(
+    storage: Storage, root: str, versions: Iterable[int]
+) -> tuple[dict[str, Any] | None, bool, int | None]:
+    protocol: dict[str, Any] | None = None
+    protocol_version: int | None = None
+    has_metadata = False
+    for v in sorted(versions, reverse=True):
+        for action in read_commit(storage, root, v):
+            if PROTOCOL in action and protocol is None:
+                protocol, protocol_version = action[PROTOCOL], v
+            has_metadata = has_metadata or METADATA in action
+        if protocol is not None and has_metadata:
+            break
+    return protocol, has_metadata, protocol_version
+
+
+def diagnose(storage: Storage, root: str, version: int | None = None) -> CorruptLogError | None:
+    """Why replay of this log fails, as a typed error naming the version (None when nothing is found).
+
+    Called only after deltalake refused the log, so its cost does not matter: it lists the log,
+    parses every commit since the last checkpoint and looks for the protocol and metadata.
+    """
+    listing = list_log(storage, root)
+    gap = _gap(listing, version)
+    if gap:
+        return CorruptLogError(f"The log of '{root}' is corrupt: {gap}. Restore the missing commit file.")
+    end = listing.latest if version is None else version
+    cp = listing.checkpoint_at_or_before(end)
+    commits = [v for v in listing.commits if (cp is None or v > cp) and v <= end]
+    try:
+        protocol, has_metadata, at = _find_protocol_and_metadata(storage, root, commits)
+    except CorruptLogError as exc:
+        return exc
+    if cp is not None:
+        return None  # protocol and metadata may be in the checkpoint: nothing more to say cheaply
+    if protocol is None:
+        return CorruptLogError(f"The log of '{root}' is corrupt: no protocol action in any commit.", version=0)
+    if not has_metadata:
+        return CorruptLogError(f"The log of '{root}' is corrupt: no metadata (metaData) action in any commit.")
+    problem = _protocol_problem(protocol)
+    if problem:
+        return CorruptLogError(f"The log of '{root}' is corrupt at version {at}: {problem}.", version=at)
+    return None

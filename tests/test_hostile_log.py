@@ -1,0 +1,149 @@
+"""A table's log is untrusted input: escaping paths and broken logs are typed errors, never library text."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from dbt_delta_optimize.delta.paths import check_log_path, data_file_location
+from dbt_delta_optimize.delta.snapshot import file_counts, latest_version, load_snapshot, read_commit
+from dbt_delta_optimize.errors import (
+    CorruptLogError,
+    TableNotFoundError,
+    UnsafePathError,
+    UnsupportedFeatureError,
+    exit_code,
+)
+
+
+def _table(tmp_path, name: str = "t") -> str:
+    p = str(tmp_path / name)
+    write_deltalake(p, pa.table({"id": [1, 2], "part": ["a", "b"]}), partition_by=["part"])
+    write_deltalake(p, pa.table({"id": [3], "part": ["a"]}), partition_by=["part"], mode="append")
+    write_deltalake(p, pa.table({"id": [4], "part": ["b"]}), partition_by=["part"], mode="append")
+    return p
+
+
+def _log(p: str, v: int) -> str:
+    return os.path.join(p, "_delta_log", f"{v:020d}.json")
+
+
+def _rewrite_protocol(p: str, protocol: dict) -> None:
+    lines = []
+    with open(_log(p, 0)) as fh:
+        for line in fh:
+            action = json.loads(line)
+            lines.append(json.dumps({"protocol": protocol} if "protocol" in action else action))
+    with open(_log(p, 0), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def _append_add(p: str, path: str) -> int:
+    v = latest_version(p) + 1
+    add = {"path": path, "partitionValues": {"part": "a"}, "size": 10, "modificationTime": 1, "dataChange": True}
+    info = {"timestamp": 1, "operation": "WRITE", "operationParameters": {}}
+    with open(_log(p, v), "w") as fh:
+        fh.write(json.dumps({"commitInfo": info}) + "\n" + json.dumps({"add": add}) + "\n")
+    return v
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["../outside/f.parquet", "part=a/../../x.parquet", "..%2F..%2Fx.parquet", "part=a/f%00.parquet", ".."],
+)
+def test_add_path_escaping_the_root_is_refused_naming_path_and_version(tmp_path, path):
+    p = _table(tmp_path)
+    v = _append_add(p, path)
+    with pytest.raises(UnsafePathError) as info:
+        load_snapshot(p)
+    assert info.value.version == v and info.value.path == path
+    assert repr(path) in str(info.value) and f"version {v}" in str(info.value)
+    assert exit_code(info.value) == 2
+
+
+@pytest.mark.parametrize("path", ["part=a/x.parquet", "part=a%2Fb/x.parquet", "a/./b/../c.parquet"])
+def test_relative_paths_inside_the_root_are_accepted(path):
+    assert not check_log_path(path).startswith("..")
+    assert data_file_location("/root/t", path).startswith("/root/t/")
+
+
+def test_absolute_paths_are_read_as_they_are():
+    assert data_file_location("/root/t", "file:///elsewhere/f.parquet") == "/elsewhere/f.parquet"
+    assert data_file_location("/root/t", "s3://bucket/clone/f.parquet") == "s3://bucket/clone/f.parquet"
+
+
+def test_reader_version_4_is_unsupported_not_a_kernel_error(tmp_path):
+    p = _table(tmp_path)
+    _rewrite_protocol(p, {"minReaderVersion": 4, "minWriterVersion": 7, "readerFeatures": [], "writerFeatures": []})
+    with pytest.raises(UnsupportedFeatureError) as info:
+        load_snapshot(p)
+    assert "Kernel error" not in str(info.value) and exit_code(info.value) == 2
+
+
+def test_catalog_managed_table_is_unsupported(tmp_path):
+    p = _table(tmp_path)
+    feats = ["catalogOwned-preview"]
+    _rewrite_protocol(p, {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": feats, "writerFeatures": feats})
+    with pytest.raises(UnsupportedFeatureError) as info:
+        file_counts(p)
+    assert "Kernel error" not in str(info.value)
+
+
+def test_gap_in_versions_is_a_corrupt_log_naming_the_missing_commit(tmp_path):
+    p = _table(tmp_path)
+    os.unlink(_log(p, 1))
+    with pytest.raises(CorruptLogError, match="commit 1 is missing") as info:
+        load_snapshot(p)
+    assert "Kernel error" not in str(info.value) and exit_code(info.value) == 2
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate"])
+def test_bad_json_is_a_corrupt_log_naming_the_version(tmp_path, damage):
+    p = _table(tmp_path)
+    with open(_log(p, 2)) as fh:
+        text = fh.read()
+    with open(_log(p, 2), "w") as fh:
+        fh.write(text + "{not json\n" if damage == "garbage" else text[: len(text) // 2])
+    with pytest.raises(CorruptLogError) as info:
+        load_snapshot(p)
+    assert info.value.version == 2 and "Kernel error" not in str(info.value)
+    with pytest.raises(CorruptLogError):
+        read_commit(p, 2)
+
+
+def test_missing_metadata_is_a_corrupt_log(tmp_path):
+    p = _table(tmp_path)
+    with open(_log(p, 0)) as fh:
+        lines = [line for line in fh if "metaData" not in line]
+    with open(_log(p, 0), "w") as fh:
+        fh.writelines(lines)
+    with pytest.raises(CorruptLogError, match="metadata"):
+        load_snapshot(p)
+
+
+def test_version_out_of_range_names_the_range(tmp_path):
+    p = _table(tmp_path)
+    with pytest.raises(TableNotFoundError, match=r"versions are 0\.\.2") as info:
+        load_snapshot(p, 99)
+    assert "Kernel error" not in str(info.value)
+
+
+def test_invalid_protocol_is_refused(tmp_path):
+    p = _table(tmp_path)
+    _rewrite_protocol(p, {"minReaderVersion": "x", "minWriterVersion": 2})
+    with pytest.raises((CorruptLogError, UnsupportedFeatureError)) as info:
+        load_snapshot(p)
+    assert "Kernel error" not in str(info.value) and exit_code(info.value) == 2
+
+
+def test_copy_of_a_healthy_table_still_loads(tmp_path):
+    p = _table(tmp_path)
+    q = str(tmp_path / "copy")
+    shutil.copytree(p, q)
+    snap = load_snapshot(q)
+    assert snap.version == 2 and len(snap.files) == 4 and snap.storage is not None
