@@ -6,7 +6,7 @@ JARS_DIR := $(VENV)/share/dbt-delta-optimize/jars
 MVN_DEP := org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 PYTEST_ARGS ?=
 
-.PHONY: setup jars demo test bench clean
+.PHONY: setup jars demo lint test bench clean
 
 setup: $(VENV)/.installed $(JARS_DIR)/.resolved
 
@@ -31,7 +31,13 @@ jars: $(JARS_DIR)/.resolved
 demo: setup
 	$(PY) -m dbt_delta_optimize.dbt.demo
 
-test: setup
+# Lint and type checks come first: a test run never starts on code that does not pass them.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup

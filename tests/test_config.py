@@ -15,10 +15,19 @@ def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["-1", "abc", "1x", "", True, -5])
+@pytest.mark.parametrize("bad", ["-1", "abc", "1x", "", True, -5, None, 1.0, "1.5g", "0.5m", 2**70, "9000000p"])
 def test_parse_size_rejects(bad):
-    with pytest.raises(InvalidConfigError):
+    with pytest.raises(InvalidConfigError, match="128m"):
         parse_size(bad)
+
+
+def test_parse_size_bounds_are_a_long():
+    assert parse_size(str(2**63 - 1)) == 2**63 - 1
+    assert parse_size("8191p") == 8191 * 1024**5
+    with pytest.raises(InvalidConfigError, match="a long"):
+        parse_size(2**63)
+    with pytest.raises(InvalidConfigError, match="fractions are refused"):
+        parse_size("1.5g", key="max_file_size")
 
 
 def test_defaults_are_delta_sparks():

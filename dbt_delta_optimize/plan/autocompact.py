@@ -16,7 +16,7 @@ Differences from delta-spark on purpose (tested):
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +95,7 @@ class AutoCompactConfig:
     ) -> AutoCompactConfig:
         get_conf = get_conf or (lambda _k: None)
         o = dict(overrides or {})
-        keys = {
+        keys: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
             "max_file_size": ("autoCompact.maxFileSize", lambda v, k: parse_size(v, key=k)),
             "min_file_size": ("autoCompact.minFileSize", lambda v, k: parse_size(v, key=k)),
             "min_num_files": ("autoCompact.minNumFiles", lambda v, k: _int(v, k, 0)),
@@ -111,7 +111,7 @@ class AutoCompactConfig:
             raise InvalidConfigError(
                 f"Unknown auto-compaction setting(s): {', '.join(sorted(unknown))}. Valid: {', '.join(keys)}."
             )
-        values = {}
+        values: dict[str, Any] = {}
         for name, (key, parse) in keys.items():
             raw, source = o.get(name), name
             if raw is None:
@@ -204,8 +204,8 @@ class AutoCompactResult:
 
 
 def decide(
-    files: Sequence[tuple[Hashable, int]],
-    touched: Iterable[Hashable],
+    files: Sequence[tuple[tuple[str | None, ...], int]],
+    touched: Iterable[tuple[str | None, ...]],
     columns: Sequence[str],
     config: AutoCompactConfig,
 ) -> AutoCompactDecision:
@@ -214,8 +214,8 @@ def decide(
     ``touched`` are the partitions the triggering commits added files to.
     """
     threshold = config.small_file_threshold
-    small: dict[Hashable, int] = {}
-    total: dict[Hashable, int] = {}
+    small: dict[tuple[str | None, ...], int] = {}
+    total: dict[tuple[str | None, ...], int] = {}
     for part, size in files:
         total[part] = total.get(part, 0) + 1
         if size < threshold:

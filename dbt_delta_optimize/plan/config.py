@@ -42,22 +42,39 @@ _UNITS = {
     "p": 1024**5,
     "pb": 1024**5,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+
+
+#: The largest size Delta can record (sizes are Java longs in the log and in Spark confs).
+MAX_SIZE = 2**63 - 1
+
+
+def _size_error(key: str, value: Any, why: str = "") -> InvalidConfigError:
+    return InvalidConfigError(
+        f"{key} must be a size like 128m, 1g or a whole number of bytes{why}, got {value!r}. "
+        "Units are binary (k, m, g, t, p; an optional trailing b) and fractions are refused, as in Spark."
+    )
 
 
 def parse_size(value: Any, *, key: str = "size") -> int:
-    """Parse a byte size as Spark's bytes confs do: ``128m``, ``1g``, ``1024`` (bytes). Binary units."""
-    if isinstance(value, bool):
-        raise InvalidConfigError(f"{key} must be a size like 128m, 1g or a number of bytes, got {value!r}.")
+    """Parse a byte size as Spark's bytes confs do: ``128m``, ``1g``, ``1024`` (bytes). Binary units.
+
+    Strict like Spark's ``JavaUtils.byteStringAs``: a whole number and a unit, so ``1.5g`` is
+    refused (Spark refuses it too), and the result must fit in a long, as Delta stores sizes.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _size_error(key, value)
     if isinstance(value, int):
         n = value
     else:
-        m = _SIZE_RE.match(str(value))
+        m = _SIZE_RE.match(value)
         if not m or m.group(2).lower() not in _UNITS:
-            raise InvalidConfigError(f"{key} must be a size like 128m, 1g or a number of bytes, got {value!r}.")
-        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            raise _size_error(key, value)
+        n = int(m.group(1)) * _UNITS[m.group(2).lower()]
     if n < 0:
-        raise InvalidConfigError(f"{key} must not be negative, got {value!r}.")
+        raise _size_error(key, value, " (not negative)")
+    if n > MAX_SIZE:
+        raise _size_error(key, value, f" up to {MAX_SIZE} (a long)")
     return n
 
 
