@@ -97,7 +97,8 @@ class LocalStorage:
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         directory = os.path.dirname(path)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        # "ddo-" marks the temp file as ours, so a cleanup after a kill never touches another writer's.
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.ddo-{uuid.uuid4().hex}.tmp")
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
