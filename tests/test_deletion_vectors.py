@@ -1,0 +1,114 @@
+"""Deletion vectors are read through the storage, checked (size, checksum, cardinality, path) and decoded."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+import zlib
+
+import pytest
+from pyroaring import BitMap
+
+from dbt_delta_optimize.delta.actions import DeletionVector
+from dbt_delta_optimize.delta.deletion_vectors import DV_MAGIC, deleted_rows, dv_location, z85_decode
+from dbt_delta_optimize.delta.storage import LocalStorage
+from dbt_delta_optimize.errors import CorruptLogError, UnsafePathError
+
+Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def z85_encode(data: bytes) -> str:
+    padded = data + b"\0" * (-len(data) % 4)
+    out = []
+    for i in range(0, len(padded), 4):
+        value = int.from_bytes(padded[i : i + 4], "big")
+        chars = []
+        for _ in range(5):
+            value, r = divmod(value, 85)
+            chars.append(Z85[r])
+        out.append("".join(reversed(chars)))
+    text = "".join(out)
+    return text[: len(text) - (-len(data) % 4)] if len(data) % 4 else text
+
+
+def payload(rows: list[int]) -> bytes:
+    by_high: dict[int, list[int]] = {}
+    for r in rows:
+        by_high.setdefault(r >> 32, []).append(r & 0xFFFFFFFF)
+    out = struct.pack("<iq", DV_MAGIC, len(by_high))
+    for high in sorted(by_high):
+        out += struct.pack("<i", high) + BitMap(by_high[high]).serialize()
+    return out
+
+
+def dv_file(tmp_path, rows: list[int], prefix: str = "") -> DeletionVector:
+    u = uuid.uuid4()
+    data = payload(rows)
+    block = b"\x01" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+    folder = tmp_path / prefix if prefix else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"deletion_vector_{u}.bin").write_bytes(block)
+    return DeletionVector("u", prefix + z85_encode(u.bytes), len(data), len(rows), 1)
+
+
+def test_z85_round_trip():
+    for data in (b"", b"\x00", b"\x86\x4f\xd2\x6f\xb5\x59\xf7\x5b", bytes(range(23))):
+        assert z85_decode(z85_encode(data)) == data
+    assert z85_encode(b"\x86\x4f\xd2\x6f\xb5\x59\xf7\x5b") == "HelloWorld"  # the Z85 spec's example
+
+
+@pytest.mark.parametrize("prefix", ["", "ab"])
+def test_uuid_relative_file(tmp_path, prefix):
+    rows = [0, 3, 7, 70_000, 2**32 + 5]
+    dv = dv_file(tmp_path, rows, prefix)
+    assert dv_location(dv, str(tmp_path)).startswith(str(tmp_path / prefix) if prefix else str(tmp_path))
+    assert deleted_rows(dv, root=str(tmp_path), storage=LocalStorage()) == rows
+
+
+def test_inline(tmp_path):
+    rows = list(range(0, 100, 3))
+    data = payload(rows)
+    dv = DeletionVector("i", z85_encode(data), len(data), len(rows))
+    assert deleted_rows(dv, root=str(tmp_path), storage=LocalStorage()) == rows
+
+
+def test_absolute_path(tmp_path):
+    rows = [1, 2]
+    rel = dv_file(tmp_path / "other", rows)
+    path = dv_location(rel, str(tmp_path / "other"))
+    absolute = DeletionVector("p", "file://" + path, rel.size_in_bytes, 2, 1)
+    assert deleted_rows(absolute, root=str(tmp_path), storage=LocalStorage()) == rows
+
+
+def test_checksum_size_cardinality_and_missing_file_are_refused(tmp_path):
+    root, storage = str(tmp_path), LocalStorage()
+    dv = dv_file(tmp_path, [1, 2, 3])
+    path = dv_location(dv, root)
+    with pytest.raises(CorruptLogError, match="cardinality"):
+        deleted_rows(
+            DeletionVector(dv.storage_type, dv.path_or_inline_dv, dv.size_in_bytes, 4, 1), root=root, storage=storage
+        )
+    with pytest.raises(CorruptLogError, match="stored size"):
+        deleted_rows(
+            DeletionVector(dv.storage_type, dv.path_or_inline_dv, dv.size_in_bytes - 1, 3, 1),
+            root=root,
+            storage=storage,
+        )
+    with open(path, "rb") as fh:
+        raw = bytearray(fh.read())
+    raw[10] ^= 0xFF
+    with open(path, "wb") as fh:
+        fh.write(bytes(raw))
+    with pytest.raises(CorruptLogError, match="checksum"):
+        deleted_rows(dv, root=root, storage=storage)
+    missing = DeletionVector("u", z85_encode(uuid.uuid4().bytes), 10, 1, 1)
+    with pytest.raises(CorruptLogError, match="missing"):
+        deleted_rows(missing, root=root, storage=storage)
+    with pytest.raises(CorruptLogError, match="sizeInBytes"):
+        deleted_rows(DeletionVector("u", dv.path_or_inline_dv, 2**40, 3, 1), root=root, storage=storage)
+
+
+def test_prefix_escaping_the_root_is_refused(tmp_path):
+    dv = DeletionVector("u", "../../" + z85_encode(uuid.uuid4().bytes), 10, 1, 1)
+    with pytest.raises(UnsafePathError):
+        dv_location(dv, str(tmp_path))
