@@ -158,7 +158,7 @@ def _find(fields: Sequence[Mapping[str, Any]], path: tuple[str, ...]) -> tuple[t
 
 
 def _stats_leaf_paths(schema, partition_columns, configuration) -> set[tuple[str, ...]]:
-    from ..inspect.stats import stats_columns
+    from ..delta.stats_schema import stats_columns
 
     out: set[tuple[str, ...]] = set()
 

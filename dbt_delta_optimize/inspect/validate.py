@@ -283,7 +283,7 @@ def _stats_types(snapshot: Snapshot | None) -> dict[tuple[str, ...], str]:
     """Stats-JSON leaf path (physical names) -> Delta type name, from the table schema."""
     if snapshot is None:
         return {}
-    from .stats import stats_columns
+    from ..delta.stats_schema import stats_columns
 
     out: dict[tuple[str, ...], str] = {}
 
