@@ -531,3 +531,18 @@ def test_empty_string_and_null_partition_values_are_equal(tmp_path):
         assert r.ok, r.describe()
     r = validate_actions(snap, [add("a")], removes)
     assert r.codes == ("partition_values_mismatch",)
+
+
+def test_no_version_validates_the_latest_optimize_even_after_a_later_write(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    p = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(p, pa.table({"id": [i], "part": ["a"]}), partition_by=["part"], mode="append")
+    DeltaTable(p).optimize.compact()  # version 3: delta-rs's OPTIMIZE
+    write_deltalake(p, pa.table({"id": [9], "part": ["a"]}), partition_by=["part"], mode="append")  # version 4
+    report = validate_commit(p)
+    assert report.version == 3 and report.operation == "OPTIMIZE" and report.ok, report.describe()
+    with pytest.raises(InvalidArgumentError, match="WRITE commit"):
+        validate_commit(p, 4)

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..delta.actions import ADD, COMMIT_INFO, REMOVE
-from ..delta.storage import table_uri
+from ..delta.storage import Storage, storage_for, table_uri
 from ..errors import InvalidArgumentError
-from .validate import DELTA_RS, commit_engine
+from .validate_commit_info import DELTA_RS, commit_engine, int_string
 
 __all__ = ["history", "normalize_commit"]
 
@@ -30,12 +29,7 @@ def _int(v: Any) -> int | None:
         return v
     if isinstance(v, float) and v.is_integer():
         return int(v)
-    if isinstance(v, str):
-        try:
-            return int(v)
-        except ValueError:
-            return None
-    return None
+    return int_string(v)
 
 
 def _json(v: Any) -> Any:
@@ -68,8 +62,9 @@ def normalize_commit(version: int, actions: Sequence[Mapping[str, Any]]) -> dict
     info = next((a[COMMIT_INFO] for a in actions if COMMIT_INFO in a), None) or {}
     adds = [a[ADD] for a in actions if ADD in a]
     removes = [a[REMOVE] for a in actions if REMOVE in a]
-    params = info.get("operationParameters") if isinstance(info.get("operationParameters"), Mapping) else {}
-    metrics = info.get("operationMetrics") if isinstance(info.get("operationMetrics"), Mapping) else {}
+    raw_params, raw_metrics = info.get("operationParameters"), info.get("operationMetrics")
+    params: Mapping[str, Any] = raw_params if isinstance(raw_params, Mapping) else {}
+    metrics: Mapping[str, Any] = raw_metrics if isinstance(raw_metrics, Mapping) else {}
     engine = commit_engine(info) if info else "other"
     operation = info.get("operation")
 
@@ -93,7 +88,7 @@ def normalize_commit(version: int, actions: Sequence[Mapping[str, Any]]) -> dict
         bytes_added = sum(_int(a.get("size")) or 0 for a in adds)
     if bytes_removed is None:
         sizes = [_int(r.get("size")) for r in removes]
-        bytes_removed = sum(sizes) if all(s is not None for s in sizes) else None
+        bytes_removed = sum(s for s in sizes if s is not None) if all(s is not None for s in sizes) else None
 
     zorder = _string_list(params.get("zOrderBy"))
     ts = _int(info.get("inCommitTimestamp")) or _int(info.get("timestamp"))
@@ -122,23 +117,22 @@ def normalize_commit(version: int, actions: Sequence[Mapping[str, Any]]) -> dict
     }
 
 
-def history(table: str, limit: int = 20) -> list[dict[str, Any]]:
+def history(table: str, limit: int = 20, *, storage: Storage | None = None) -> list[dict[str, Any]]:
     """The ``limit`` most recent commits, newest first, normalised (see the module doc).
 
     Versions whose log entry was cleaned up are skipped (as deltalake's history does).
     """
+    from ..delta.log import commit_path
     from ..delta.snapshot import latest_version, read_commit
 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}.")
     root = table_uri(table)
-    latest = latest_version(root)
+    storage = storage if storage is not None else storage_for(root)
+    latest = latest_version(root, storage=storage)
     out: list[dict[str, Any]] = []
-    log_dir = os.path.join(root, "_delta_log")
-    for v in range(latest, -1, -1):
-        if len(out) >= limit:
-            break
-        if not os.path.exists(os.path.join(log_dir, f"{v:020d}.json")):
+    for v in range(latest, max(latest - limit, -1), -1):
+        if not storage.exists(commit_path(root, v)):
             break  # older entries were cleaned up (only checkpoints remain)
-        out.append(normalize_commit(v, read_commit(root, v)))
+        out.append(normalize_commit(v, read_commit(root, v, storage=storage)))
     return out
