@@ -13,32 +13,61 @@ from ._version import __version__
 _LAZY = {
     "AddFile": "delta.actions",
     "AutoCompactResult": "plan.autocompact",
-    "auto_compact": "api",
     "CommitResult": "delta.commit",
     "DeletionVector": "delta.actions",
     "Metadata": "delta.actions",
     "OptimizeConfig": "plan.config",
+    "OptimizeExecutor": "engine.executor",
+    "OptimizeMetrics": "plan.metrics",
+    "OptimizeOptions": "plan.config",
+    "OptimizePlan": "plan.planner",
     "Protocol": "delta.actions",
     "RemoveFile": "delta.actions",
     "Snapshot": "delta.snapshot",
     "Transaction": "delta.commit",
+    "auto_compact": "api",
     "ensure_write_supported": "delta.protocol",
     "get_spark": "engine.session",
     "health_report": "inspect.health",
+    "load_snapshot": "delta.snapshot",
     "optimize": "api",
-    "OptimizeExecutor": "engine.executor",
-    "OptimizeMetrics": "plan.metrics",
-    "OptimizePlan": "plan.planner",
+    "plan_optimize": "api",
+    "read_commits": "delta.snapshot",
     "validate_actions": "inspect.validate",
     "validate_commit": "inspect.validate",
-    "load_snapshot": "delta.snapshot",
-    "read_commits": "delta.snapshot",
 }
 
-__all__ = sorted([*_LAZY, "__version__", "errors"])
+__all__ = [
+    "AddFile",
+    "AutoCompactResult",
+    "CommitResult",
+    "DeletionVector",
+    "Metadata",
+    "OptimizeConfig",
+    "OptimizeExecutor",
+    "OptimizeMetrics",
+    "OptimizeOptions",
+    "OptimizePlan",
+    "Protocol",
+    "RemoveFile",
+    "Snapshot",
+    "Transaction",
+    "__version__",
+    "auto_compact",
+    "ensure_write_supported",
+    "errors",
+    "get_spark",
+    "health_report",
+    "load_snapshot",
+    "optimize",
+    "plan_optimize",
+    "read_commits",
+    "validate_actions",
+    "validate_commit",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .api import auto_compact, optimize
+    from .api import auto_compact, optimize, plan_optimize
     from .delta.actions import AddFile, DeletionVector, Metadata, Protocol, RemoveFile
     from .delta.commit import CommitResult, Transaction
     from .delta.protocol import ensure_write_supported
@@ -48,7 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .inspect.health import health_report
     from .inspect.validate import validate_actions, validate_commit
     from .plan.autocompact import AutoCompactResult
-    from .plan.config import OptimizeConfig
+    from .plan.config import OptimizeConfig, OptimizeOptions
     from .plan.metrics import OptimizeMetrics
     from .plan.planner import OptimizePlan
 

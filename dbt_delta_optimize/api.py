@@ -1,30 +1,28 @@
-"""The public operations: wire a table's snapshot, a plan and the Spark engine together."""
+"""The public operations: wire a table's snapshot, a plan and the Spark engine together.
+
+``plan_optimize`` starts no JVM for a table given by path (predicates are evaluated in Python);
+``optimize`` runs the plan on Spark and commits it with our writer; ``auto_compact`` decides from
+the log whether a write left enough small files, and only then starts Spark.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-from .delta.snapshot import load_snapshot
+from .delta.snapshot import Snapshot, load_snapshot
 from .engine.executor import OptimizeExecutor, ProgressCallback
-from .errors import DeltaOptimizeError
-from .plan.autocompact import (
-    DISABLED,
-    FAILED,
-    RUN_ON_ALL,
-    SKIP_BLIND_APPEND,
-    SKIP_EMPTY_INGESTION,
-    SKIP_OWN_COMMIT,
-    AutoCompactConfig,
-    AutoCompactDecision,
-    AutoCompactResult,
-    auto_compact_enabled,
-    decide,
-)
-from .plan.config import PREFIX, ConfGetter, OptimizeConfig, parse_bool
+from .errors import DeltaOptimizeError, InvalidArgumentError
+from .plan.autocompact import AutoCompactConfig, AutoCompactResult
+from .plan.builder import build_plan
+from .plan.config import ConfGetter, OptimizeConfig, OptimizeOptions
+from .plan.curve import clustering_spec
+from .plan.predicate import select_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,86 +30,261 @@ if TYPE_CHECKING:
     from .plan.metrics import OptimizeMetrics
     from .plan.planner import OptimizePlan
 
-__all__ = ["auto_compact", "optimize"]
+__all__ = ["OptimizeOptions", "auto_compact", "optimize", "plan_optimize"]
 
 log = logging.getLogger(__name__)
 
-
-def optimize(
-    spark: SparkSession | None,
-    table: str,
-    where: str | Sequence[str] | None = None,
-    zorder_by: Sequence[str] | None = None,
-    *,
-    curve: str = "zorder",
-    full: bool = False,
-    dry_run: bool = False,
-    progress: ProgressCallback | None = None,
-    **overrides: Any,
-) -> OptimizeMetrics | OptimizePlan:
-    """OPTIMIZE a Delta table (path or catalog name) like delta-spark, committed by our writer.
-
-    Args:
-        spark: session to use (None: the running one, else an embedded local session).
-        table: table path, ``file:`` URI, or catalog name.
-        where: partition predicate(s) in Spark SQL; several are ANDed.
-        zorder_by: columns to cluster by (nested ``a.b`` and back-quoted names allowed).
-        curve: ``"zorder"`` (delta-spark's) or ``"hilbert"`` (2-9 columns).
-        full: re-cluster partitions whose files are already clustered by the same columns and curve.
-        dry_run: return the OptimizePlan instead of running it; nothing is written.
-        **overrides: per-call settings (min_file_size, max_file_size, max_threads, batch_size,
-            max_deleted_rows_ratio, repartition_enabled, max_commit_attempts) over the session conf.
-
-    Returns:
-        OptimizeMetrics (or the plan, with dry_run).
-
-    Raises:
-        TableNotFoundError, NotADeltaTableError, InvalidPredicateError, InvalidConfigError,
-        UnsupportedFeatureError, CommitConflictError.
-    """
-    from .engine.session import conf_getter, get_spark, resolve_table
-
-    config = OptimizeConfig.resolve(None, overrides)  # validate overrides before starting Spark
-    spark = get_spark(spark)
-    config = OptimizeConfig.resolve(conf_getter(spark), overrides)
-    location = resolve_table(table, spark)
-    snapshot = load_snapshot(location)
-    predicates = [where] if isinstance(where, str) else list(where or [])
-    executor = OptimizeExecutor(
-        spark, snapshot, predicates, list(zorder_by or []), config, progress=progress, curve=curve, full=full
-    )
-    if dry_run:
-        return executor.plan()
-    return executor.optimize()
+Curve = Literal["zorder", "hilbert"]
 
 
-def _triggering(location: str, since_version: int | None, latest: int) -> list[tuple[int, list[dict]]]:
-    from .delta.snapshot import read_commit
-
-    start = latest if since_version is None else since_version + 1
-    return [(v, read_commit(location, v)) for v in range(max(start, 0), latest + 1)]
+def _no_conf(_key: str) -> str | None:
+    return None
 
 
-def _active_conf() -> ConfGetter:
+def active_conf() -> ConfGetter:
     """The running Spark session's conf, if there is one (never starts Spark)."""
-    import sys
-
     if "pyspark" not in sys.modules:
-        return lambda _k: None
+        return _no_conf
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from .engine.session import conf_getter
 
     active = SparkSession.getActiveSession()
     if active is None:
-        from pyspark import SparkContext
-
         if SparkContext._active_spark_context is None:
-            return lambda _k: None
+            return _no_conf
         active = SparkSession.builder.getOrCreate()
-    return conf_getter(active)
+    getter: ConfGetter = conf_getter(active)
+    return getter
 
 
+def _check_args(table: object, where: object, zorder_by: object, curve: object) -> tuple[list[str], list[str]]:
+    """Argument types checked up front: a wrong type is an InvalidArgumentError, never a TypeError later."""
+    if not isinstance(table, str) or not table.strip():
+        raise InvalidArgumentError(f"table must be a path or a catalog name (a non-empty string), got {table!r}.")
+    predicates: Any = [where] if isinstance(where, str) else where if where is not None else []
+    if not isinstance(predicates, (list, tuple)) or not all(isinstance(p, str) for p in predicates):
+        raise InvalidArgumentError(f"where must be a string or a list of strings, got {where!r}.")
+    if isinstance(zorder_by, str):
+        raise InvalidArgumentError(
+            f"zorder_by must be a list of column names, got the string {zorder_by!r}; write [{zorder_by!r}]."
+        )
+    if not isinstance(zorder_by, (list, tuple, type(None))):
+        raise InvalidArgumentError(f"zorder_by must be a list of column names, got {zorder_by!r}.")
+    columns = list(zorder_by) if zorder_by is not None else []
+    if not all(isinstance(c, str) for c in columns):
+        raise InvalidArgumentError(f"zorder_by must be a list of column names, got {zorder_by!r}.")
+    if curve not in ("zorder", "hilbert"):
+        raise InvalidArgumentError(f"curve must be 'zorder' or 'hilbert', got {curve!r}.")
+    return list(predicates), columns
+
+
+@dataclass(frozen=True)
+class _Request:
+    table: str
+    where: list[str]
+    zorder_by: list[str]
+    curve: Curve
+    full: bool
+    options: OptimizeOptions
+
+
+def _plan(snapshot: Snapshot, request: _Request, get_conf: ConfGetter, *, time_zone: str) -> OptimizePlan:
+    config = OptimizeConfig.resolve(get_conf, request.options.overrides())
+    selection = select_partitions(snapshot, request.where, time_zone=time_zone)
+    spec = None
+    if request.zorder_by:
+        spec = clustering_spec(
+            request.zorder_by,
+            request.curve,
+            schema=snapshot.schema,
+            partition_columns=snapshot.partition_columns,
+            configuration=snapshot.configuration,
+            get_conf=get_conf,
+        )
+    return build_plan(
+        snapshot, config, selection=selection, clustering=spec, zorder_by=request.zorder_by, full=request.full
+    )
+
+
+def _options(options: OptimizeOptions | None, values: dict[str, Any]) -> OptimizeOptions:
+    base = options or OptimizeOptions()
+    given = {k: v for k, v in values.items() if v is not None}
+    merged = replace(base, **given)
+    OptimizeConfig.resolve(None, merged.overrides())  # invalid values fail here, before any session starts
+    return merged
+
+
+def _local_time_zone() -> str:
+    return os.environ.get("TZ") or "UTC"
+
+
+def _resolve_location(table: str, spark: SparkSession | None) -> tuple[str, SparkSession | None]:
+    from .engine.session import get_spark, is_path, resolve_table
+
+    if is_path(table):
+        return table, spark
+    session = get_spark(spark)
+    return resolve_table(table, session), session
+
+
+@overload
+def optimize(
+    spark: SparkSession | None,
+    table: str,
+    *,
+    where: str | Sequence[str] | None = ...,
+    zorder_by: Sequence[str] | None = ...,
+    curve: Curve = ...,
+    full: bool = ...,
+    dry_run: Literal[False] = ...,
+    progress: ProgressCallback | None = ...,
+    options: OptimizeOptions | None = ...,
+    min_file_size: int | str | None = ...,
+    max_file_size: int | str | None = ...,
+    max_threads: int | None = ...,
+    batch_size: int | str | None = ...,
+    max_deleted_rows_ratio: float | None = ...,
+    repartition_enabled: bool | None = ...,
+    max_commit_attempts: int | None = ...,
+    rewrite_engine: Literal["arrow", "spark"] | None = ...,
+    validate_commits: bool | None = ...,
+) -> OptimizeMetrics: ...
+
+
+@overload
+def optimize(
+    spark: SparkSession | None,
+    table: str,
+    *,
+    where: str | Sequence[str] | None = ...,
+    zorder_by: Sequence[str] | None = ...,
+    curve: Curve = ...,
+    full: bool = ...,
+    dry_run: Literal[True],
+    progress: ProgressCallback | None = ...,
+    options: OptimizeOptions | None = ...,
+    min_file_size: int | str | None = ...,
+    max_file_size: int | str | None = ...,
+    max_threads: int | None = ...,
+    batch_size: int | str | None = ...,
+    max_deleted_rows_ratio: float | None = ...,
+    repartition_enabled: bool | None = ...,
+    max_commit_attempts: int | None = ...,
+    rewrite_engine: Literal["arrow", "spark"] | None = ...,
+    validate_commits: bool | None = ...,
+) -> OptimizePlan: ...
+
+
+def optimize(
+    spark: SparkSession | None,
+    table: str,
+    *,
+    where: str | Sequence[str] | None = None,
+    zorder_by: Sequence[str] | None = None,
+    curve: Curve = "zorder",
+    full: bool = False,
+    dry_run: bool = False,
+    progress: ProgressCallback | None = None,
+    options: OptimizeOptions | None = None,
+    min_file_size: int | str | None = None,
+    max_file_size: int | str | None = None,
+    max_threads: int | None = None,
+    batch_size: int | str | None = None,
+    max_deleted_rows_ratio: float | None = None,
+    repartition_enabled: bool | None = None,
+    max_commit_attempts: int | None = None,
+    rewrite_engine: Literal["arrow", "spark"] | None = None,
+    validate_commits: bool | None = None,
+) -> OptimizeMetrics | OptimizePlan:
+    """OPTIMIZE a Delta table (path or catalog name) like delta-spark, committed by our writer.
+
+    Args:
+        spark: session to use (None: the running one, else an embedded local session).
+        table: table path, ``file:`` URI, or catalog name.
+        where: partition predicate(s) in Spark SQL's syntax (a safe subset); several are ANDed.
+        zorder_by: columns to cluster by (nested ``a.b`` and back-quoted names allowed).
+        curve: ``"zorder"`` (delta-spark's) or ``"hilbert"`` (2-9 columns).
+        full: re-cluster partitions whose files are already clustered by the same columns and curve.
+        dry_run: return the OptimizePlan instead (same as ``plan_optimize``); nothing is written.
+        options: per-call settings as one value; the keyword settings below override its fields.
+        min_file_size, max_file_size, max_threads, batch_size, max_deleted_rows_ratio,
+            repartition_enabled, max_commit_attempts, rewrite_engine, validate_commits: per-call
+            overrides of the session conf (delta-spark's ``spark.databricks.delta.optimize.*`` keys).
+
+    Returns:
+        OptimizeMetrics (the plan with ``dry_run=True``).
+
+    Raises:
+        TableNotFoundError, NotADeltaTableError, InvalidPredicateError, InvalidConfigError,
+        UnsupportedFeatureError, CorruptLogError, DataFileError, CommitConflictError.
+    """
+    where_list, columns = _check_args(table, where, zorder_by, curve)
+    opts = _options(options, dict(locals_settings(locals())))
+    request = _Request(table, where_list, columns, curve, full, opts)
+    if dry_run:
+        return _plan_request(spark, request)
+    from .engine.session import get_spark
+    from .engine.spark_engine import SparkEngine
+
+    location, session = _resolve_location(table, spark)
+    engine = SparkEngine(get_spark(session))
+    snapshot = load_snapshot(location)
+    plan = _plan(snapshot, request, engine.conf_getter, time_zone=engine.time_zone)
+    return OptimizeExecutor(engine, snapshot, plan, progress=progress).optimize()
+
+
+_SETTINGS = tuple(f for f in OptimizeOptions.__dataclass_fields__)
+
+
+def locals_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """The per-call settings among a function's arguments."""
+    return {k: values[k] for k in _SETTINGS if k in values}
+
+
+def _plan_request(spark: SparkSession | None, request: _Request) -> OptimizePlan:
+    location, session = _resolve_location(request.table, spark)
+    snapshot = load_snapshot(location)
+    if session is not None:
+        from .engine.spark_engine import SparkEngine
+
+        engine = SparkEngine(session)
+        return _plan(snapshot, request, engine.conf_getter, time_zone=engine.time_zone)
+    get_conf = active_conf()
+    return _plan(snapshot, request, get_conf, time_zone=get_conf("spark.sql.session.timeZone") or _local_time_zone())
+
+
+def plan_optimize(
+    spark: SparkSession | None,
+    table: str,
+    *,
+    where: str | Sequence[str] | None = None,
+    zorder_by: Sequence[str] | None = None,
+    curve: Curve = "zorder",
+    full: bool = False,
+    options: OptimizeOptions | None = None,
+    min_file_size: int | str | None = None,
+    max_file_size: int | str | None = None,
+    max_threads: int | None = None,
+    batch_size: int | str | None = None,
+    max_deleted_rows_ratio: float | None = None,
+    repartition_enabled: bool | None = None,
+    max_commit_attempts: int | None = None,
+    rewrite_engine: Literal["arrow", "spark"] | None = None,
+    validate_commits: bool | None = None,
+) -> OptimizePlan:
+    """What ``optimize`` would do, decided from the log alone; nothing is written.
+
+    For a table given by path no Spark is started: settings come from ``spark``'s conf when a
+    session is given or already running, else from delta-spark's defaults and the arguments.
+    """
+    where_list, columns = _check_args(table, where, zorder_by, curve)
+    opts = _options(options, locals_settings(locals()))
+    return _plan_request(spark, _Request(table, where_list, columns, curve, full, opts))
+
+
+# ----------------------------------------------------------------------------- auto compaction
 def auto_compact(
     spark: SparkSession | None,
     table: str,
@@ -119,7 +292,12 @@ def auto_compact(
     *,
     enabled: bool | None = None,
     throw_on_error: bool | None = None,
-    **overrides: Any,
+    max_file_size: int | str | None = None,
+    min_file_size: int | str | None = None,
+    min_num_files: int | None = None,
+    modified_partitions_only: bool | None = None,
+    non_blind_append: bool | None = None,
+    max_num_modified_partitions: int | None = None,
 ) -> AutoCompactResult:
     """Run the auto-compaction hook for the write(s) after ``since_version`` (default: the latest commit).
 
@@ -131,138 +309,40 @@ def auto_compact(
         enabled: force on/off (the dbt layer passes model settings); None follows delta-spark's confs.
         throw_on_error: raise instead of returning the error in the result; None reads
             ``spark.databricks.delta.postCommitHook.throwOnError`` (default false).
-        **overrides: max_file_size, min_file_size, min_num_files, modified_partitions_only,
-            non_blind_append, max_num_modified_partitions.
+        max_file_size, min_file_size, min_num_files, modified_partitions_only, non_blind_append,
+            max_num_modified_partitions: overrides of delta-spark's ``autoCompact.*`` settings.
     """
-    from .delta.snapshot import latest_version
-    from .engine.session import conf_getter, is_path, resolve_table
+    from .autocompact_run import AutoCompactRun
 
+    overrides = {
+        "max_file_size": max_file_size,
+        "min_file_size": min_file_size,
+        "min_num_files": min_num_files,
+        "modified_partitions_only": modified_partitions_only,
+        "non_blind_append": non_blind_append,
+        "max_num_modified_partitions": max_num_modified_partitions,
+    }
+    overrides = {k: v for k, v in overrides.items() if v is not None}
     t0 = time.perf_counter()
-    get_conf = _active_conf() if spark is None else conf_getter(spark)
+    get_conf = active_conf() if spark is None else _session_conf(spark)
     config = AutoCompactConfig.resolve(get_conf, overrides)
-    raw_throw = get_conf(PREFIX + "postCommitHook.throwOnError")
-    throw = (
-        throw_on_error
-        if throw_on_error is not None
-        else (parse_bool(raw_throw, key="postCommitHook.throwOnError") if raw_throw else False)
-    )
-    location = table
-    triggering: tuple[int, ...] = ()
-    decision: AutoCompactDecision | None = None  # kept for the failure result: which partitions were tried
-
-    def result(status: str, reason: str, decision: AutoCompactDecision | None = None, **kw: Any) -> AutoCompactResult:
-        now = (time.perf_counter() - t0) * 1000
-        return AutoCompactResult(
-            table=location,
-            status=status,
-            reason=reason,
-            since_version=since_version,
-            triggering_versions=triggering,
-            considered=decision.considered if decision else (),
-            chosen=decision.chosen if decision else (),
-            decision_ms=kw.pop("decision_ms", now),
-            duration_ms=now,
-            config=config,
-            **kw,
-        )
-
+    run = AutoCompactRun(spark, table, since_version, config, get_conf, t0)
     try:
-        if not is_path(table):
-            from .engine.session import get_spark
-
-            spark = get_spark(spark)
-        location = resolve_table(table, spark)
-        import pyarrow as pa
-        from deltalake import DeltaTable
-
-        latest = latest_version(location)
-        dt = DeltaTable(location)
-        meta = dt.metadata()
-        is_on = enabled if enabled is not None else auto_compact_enabled(get_conf, dict(meta.configuration))
-        if not is_on:
-            return result(
-                DISABLED,
-                "auto compaction is not enabled (spark.databricks.delta.autoCompact.enabled or table property delta.autoOptimize.autoCompact)",
-            )
-        commits = _triggering(location, since_version, latest)
-        triggering = tuple(v for v, _ in commits)
-        info = {v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits}
-        data_commits = [(v, acts) for v, acts in commits if info[v].get("operation") not in ("OPTIMIZE", "REORG")]
-        if not data_commits:
-            if not commits:
-                return result(SKIP_EMPTY_INGESTION, f"no commits after version {since_version}")
-            return result(
-                SKIP_OWN_COMMIT,
-                "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output",
-            )
-        # delta-spark's isQualifiedForAutoCompact: nonBlindAppend only applies with modifiedPartitionsOnly.
-        if (
-            config.non_blind_append
-            and config.modified_partitions_only
-            and all(info[v].get("isBlindAppend") for v, _ in data_commits)
-        ):
-            return result(
-                SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append"
-            )
-        added = {unquote(a["add"]["path"]) for _, acts in data_commits for a in acts if "add" in a}
-        if not added:
-            return result(SKIP_EMPTY_INGESTION, "the triggering commits added no data files")
-        columns = list(meta.partition_columns)
-        actions = pa.table(dt.get_add_actions(flatten=True))
-        paths = actions.column("path").to_pylist()
-        sizes = actions.column("size_bytes").to_pylist()
-        part_cols = [actions.column(f"partition.{c}").to_pylist() for c in columns]
-        keys = list(zip(*part_cols)) if columns else [()] * len(paths)
-        touched = {k for p, k in zip(paths, keys) if unquote(p) in added}
-        decision = decide(list(zip(keys, sizes)), touched, columns, config)
-        decision_ms = (time.perf_counter() - t0) * 1000
-        if not decision.run:
-            return result(decision.status, decision.reason, decision, decision_ms=decision_ms)
-        if decision.status == RUN_ON_ALL:
-            chosen_paths = None  # the whole table, as delta-spark (no partition predicate)
-        else:
-            chosen = {tuple(c.partition[col] for col in columns) for c in decision.chosen}
-            chosen_paths = {unquote(p) for p, k in zip(paths, keys) if k in chosen}
-        metrics = _run(spark, location, chosen_paths, config)
-        return result(decision.status, decision.reason, decision, metrics=metrics, decision_ms=decision_ms)
+        return run.execute(enabled)
     except DeltaOptimizeError as exc:
-        if throw:
+        if run.throw(throw_on_error):
             raise
-        log.warning("auto compaction of %s failed: %s", location, exc)
-        return result(FAILED, f"auto compaction failed: {exc}", decision, error=f"{type(exc).__name__}: {exc}")
+        log.warning("auto compaction of %s failed: %s", run.location, exc)
+        return run.failed(f"auto compaction failed: {exc}", exc)
     except Exception as exc:
-        if throw:
+        if run.throw(throw_on_error):
             raise
-        log.warning("auto compaction of %s failed: %s", location, exc, exc_info=True)
-        return result(
-            FAILED,
-            f"auto compaction failed: {type(exc).__name__}: {exc}",
-            decision,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        log.warning("auto compaction of %s failed: %s", run.location, exc, exc_info=True)
+        return run.failed(f"auto compaction failed: {type(exc).__name__}: {exc}", exc)
 
 
-def _run(
-    spark: SparkSession | None, location: str, chosen_paths: set[str] | None, config: AutoCompactConfig
-) -> OptimizeMetrics:
-    """Compact the chosen partitions (None: all) of the latest snapshot with the auto-compact sizes, as OPTIMIZE auto=true."""
-    from .delta.snapshot import load_snapshot
-    from .engine.executor import OptimizeExecutor
-    from .engine.session import conf_getter, get_spark
-    from .plan.config import OptimizeConfig
-    from .plan.planner import raw_partition_key
+def _session_conf(spark: SparkSession) -> ConfGetter:
+    from .engine.session import conf_getter
 
-    spark = get_spark(spark)
-    snapshot = load_snapshot(location)
-    raw_keys = (
-        None
-        if chosen_paths is None
-        else {
-            raw_partition_key(f, snapshot.partition_columns) for f in snapshot.files if unquote(f.path) in chosen_paths
-        }
-    )
-    opt = OptimizeConfig.resolve(
-        conf_getter(spark), {"min_file_size": config.small_file_threshold, "max_file_size": config.max_file_size}
-    )
-    executor = OptimizeExecutor(spark, snapshot, (), (), opt, is_auto_compact=True, partitions=raw_keys)
-    return executor.optimize()
+    getter: ConfGetter = conf_getter(spark)
+    return getter

@@ -56,7 +56,7 @@ def test_names_resolve_to_describe_detail_location_without_describe_detail(spark
 def test_non_delta_missing_and_views_are_typed_errors(spark, tables, no_describe_detail):
     with pytest.raises(NotADeltaTableError, match="parquet table, not Delta"):
         resolve_table("ddo_names.pq", spark)
-    with pytest.raises(TableNotFoundError, match="ddo_names.nope"):
+    with pytest.raises(TableNotFoundError, match=r"ddo_names\.nope"):
         resolve_table("ddo_names.nope", spark)
     with pytest.raises(NotADeltaTableError, match="view"):
         resolve_table("ddo_names.v", spark)

@@ -90,7 +90,7 @@ def test_invalid_values_name_the_setting(overrides, needle):
 
 
 def test_invalid_session_conf_names_the_key():
-    with pytest.raises(InvalidConfigError, match="spark.databricks.delta.optimize.maxThreads"):
+    with pytest.raises(InvalidConfigError, match=r"spark\.databricks\.delta\.optimize\.maxThreads"):
         OptimizeConfig.resolve({"spark.databricks.delta.optimize.maxThreads": "zero"}.get)
 
 

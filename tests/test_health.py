@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 from dbt_delta_optimize.cli.inspect import health, history, validate
-from dbt_delta_optimize.engine.clustering import COLUMNS_TAG, CURVE_TAG
 from dbt_delta_optimize.errors import TableNotFoundError
 from dbt_delta_optimize.inspect.health import health_report, histogram, render_html
+from dbt_delta_optimize.plan.curve import COLUMNS_TAG, CURVE_TAG
 
 CLI = click.Group(commands=[validate, health, history])
 SVG = "{http://www.w3.org/2000/svg}svg"
@@ -161,7 +161,7 @@ def test_default_thresholds_are_delta_sparks(table):
     # OPTIMIZE would compact every partition with more than one file: a (5 files) and b (2).
     plan = r["optimize"]
     assert (plan["numBins"], plan["filesToRewrite"], plan["partitions"]) == (2, 7, 2)
-    assert r["optimizeSource"] == "planner"
+    assert r["optimizeSource"] == "plan_optimize"
     r = health_report(table, auto_compact_max_file_size="1k")
     assert r["thresholds"]["autoCompactMinFileSize"] == 512
 
@@ -175,16 +175,18 @@ def test_plan_is_optimizes_dry_run(spark, table):
 
     small = sizes_threshold(table)
     dry = optimize(spark, table, dry_run=True, min_file_size=small).to_dict()
-    with_spark = health_report(table, spark=spark, min_file_size=small)
+    from dbt_delta_optimize.engine.session import conf_getter
+
+    with_spark = health_report(table, get_conf=conf_getter(spark), min_file_size=small)
     without = health_report(table, min_file_size=small)
-    assert with_spark["optimize"] == dry and with_spark["optimizeSource"] == "optimize(dry_run=True)"
+    assert with_spark["optimize"] == dry and with_spark["optimizeSource"] == "plan_optimize"
     assert _plan_key(without["optimize"]) == _plan_key(dry)
     assert (dry["numBins"], dry["filesToRewrite"]) == (2, 6)  # a's 4 small files, b's 2; not a's larger one
 
     spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(small))
     spark.conf.set("spark.databricks.delta.autoCompact.maxFileSize", "4096")
     try:
-        r = health_report(table, spark=spark)
+        r = health_report(table, get_conf=conf_getter(spark))
     finally:
         spark.conf.unset("spark.databricks.delta.optimize.minFileSize")
         spark.conf.unset("spark.databricks.delta.autoCompact.maxFileSize")
@@ -227,7 +229,8 @@ def test_html_page_pictures_decode_and_show_the_numbers(table, tmp_path):
     small = sizes_threshold(table)
     r = health_report(table, min_file_size=small)
     out = render_html(r, str(tmp_path / "health.html"))
-    page = open(out, encoding="utf-8").read()
+    with open(out, encoding="utf-8") as fh:
+        page = fh.read()
     assert page.startswith("<!DOCTYPE html>") and "</html>" in page
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # self-contained
     images = decoded_images(page)
@@ -255,7 +258,8 @@ def test_compare_version_shows_before_and_after(table, tmp_path):
     assert r["version"] == 8 and r["compare"]["version"] == 7
     check_numbers(r, after_layout, small, small)
     check_numbers(r["compare"], before_layout, small, small)
-    page = open(render_html(r, str(tmp_path / "cmp.html")), encoding="utf-8").read()
+    with open(render_html(r, str(tmp_path / "cmp.html")), encoding="utf-8") as fh:
+        page = fh.read()
     assert "before (version 7)" in page and "after (version 8)" in page
     (files_svg,) = [svg for alt, svg in decoded_images(page) if alt == "file-size histogram (files)"]
     assert bar_values(files_svg, "before (v7)") == r["compare"]["numFiles"] == 8
@@ -266,7 +270,7 @@ def test_compare_version_shows_before_and_after(table, tmp_path):
     res = run_cli("health", table, "--compare-version", "7", "--html", str(tmp_path / "cli.html"))
     assert res.exit_code == 0, res.output
     assert "before: version 7: 8 files" in res.stdout and f"after:  version 8: {r['numFiles']} files" in res.stdout
-    assert decoded_images(open(tmp_path / "cli.html", encoding="utf-8").read())
+    assert decoded_images((tmp_path / "cli.html").read_text(encoding="utf-8"))
 
 
 def test_cli_health_json_and_errors(table, tmp_path):

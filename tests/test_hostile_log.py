@@ -88,7 +88,9 @@ def test_reader_version_4_is_unsupported_not_a_kernel_error(tmp_path):
 def test_catalog_managed_table_is_unsupported(tmp_path):
     p = _table(tmp_path)
     feats = ["catalogOwned-preview"]
-    _rewrite_protocol(p, {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": feats, "writerFeatures": feats})
+    _rewrite_protocol(
+        p, {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": feats, "writerFeatures": feats}
+    )
     with pytest.raises(UnsupportedFeatureError) as info:
         file_counts(p)
     assert "Kernel error" not in str(info.value)

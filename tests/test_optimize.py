@@ -28,8 +28,11 @@ from deltalake import DeltaTable, write_deltalake
 
 from dbt_delta_optimize.api import optimize
 from dbt_delta_optimize.engine.executor import STAGING_DIR, OptimizeExecutor
+from dbt_delta_optimize.engine.results import metrics_row
 from dbt_delta_optimize.errors import (
     ConcurrentDeleteReadError,
+    DataFileError,
+    InvalidArgumentError,
     InvalidConfigError,
     InvalidPredicateError,
     NotADeltaTableError,
@@ -670,7 +673,7 @@ def test_metrics_match_the_snapshot(spark, tmp_path, five_parts):
     assert m.total_cluster_parallelism == spark.sparkContext.defaultParallelism
     assert m.path == p
 
-    row = m.to_row()
+    row = metrics_row(m)
     assert row.path == p
     assert row.metrics.numFilesAdded == 5 and row.metrics.numFilesRemoved == 10
     assert row.metrics.filesAdded.totalSize == sum(added) and row.metrics.filesRemoved.min == min(removed)
@@ -873,8 +876,10 @@ def test_corrupt_input_file_aborts_without_commit_or_leftovers(spark, tmp_path, 
     if os.path.exists(crc):
         os.unlink(crc)  # so Spark reports the bad Parquet, not a checksum mismatch
     files0, log0 = data_files(p), log_snapshot(p)
-    with pytest.raises(Exception):
+    with pytest.raises(DataFileError) as info:
         optimize(spark, p, rewrite_engine=engine, max_threads=1)
+    assert info.value.path == victim and "not a Parquet file" in str(info.value)
+    assert "\n" not in str(info.value) and "Py4J" not in str(info.value)
     assert log_snapshot(p) == log0
     assert data_files(p) == files0
     assert not os.path.exists(os.path.join(p, STAGING_DIR))
@@ -1009,7 +1014,11 @@ def bad_input_table(spark, template_dir):
         ({"min_file_size": "12 parsecs"}, InvalidConfigError, "min_file_size"),
         ({"rewrite_engine": "duckdb"}, InvalidConfigError, "rewrite_engine"),
         ({"max_deleted_rows_ratio": 1.5}, InvalidConfigError, "max_deleted_rows_ratio"),
-        ({"bogus_setting": 1}, InvalidConfigError, "bogus_setting"),
+        ({"bogus_setting": 1}, TypeError, "bogus_setting"),  # typed keyword-only API: Python refuses it
+        ({"zorder_by": "xy"}, InvalidArgumentError, "write ['xy']"),
+        ({"where": 123}, InvalidArgumentError, "where must be a string"),
+        ({"max_file_size": 2**70}, InvalidConfigError, "a long"),
+        ({"where": "reflect('java.lang.Thread','sleep',120000L) IS NULL"}, InvalidPredicateError, "reflect"),
     ],
 )
 def test_bad_input_is_a_typed_error_and_writes_nothing(spark, bad_input_table, kwargs, error, message):

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from dbt_delta_optimize.api import optimize
+from dbt_delta_optimize.engine.results import metrics_row
 from tests.helpers import log_versions, rows_deltars, rows_spark
 from tests.test_optimize import (
     adds_removes,
@@ -161,7 +162,7 @@ def test_same_decisions_stats_and_metrics_as_delta_spark(spark, tmp_path, oracle
     assert counts(ours) == counts(theirs) == {(0,): 1, (1,): 1, (2,): 1, (3,): 2}
     assert_same_stats(ours, vo, theirs, vt)
     assert_same_commit_info(ours, vo, theirs, vt)
-    assert_same_metrics(mine.to_row(), ref)
+    assert_same_metrics(metrics_row(mine), ref)
     for path in (ours, theirs):
         assert canon_spark(spark, path) == before_spark
         assert canon_rs(path) == before_rs
@@ -186,7 +187,7 @@ def test_chained_where_predicates_match_delta_spark(spark, tmp_path, oracle_tabl
     assert removed_paths(ours, [vo]) == removed_paths(theirs, [vt])
     assert counts(ours) == counts(theirs) == {(0,): 3, (1,): 1, (2,): 1, (3,): 4}
     assert_same_commit_info(ours, vo, theirs, vt)  # includes the recorded predicate strings
-    assert_same_metrics(mine.to_row(), ref)
+    assert_same_metrics(metrics_row(mine), ref)
     assert_same_stats(ours, vo, theirs, vt)
 
 
@@ -206,7 +207,7 @@ def test_batches_match_delta_spark(spark, tmp_path, batch_size):
     per_commit = lambda path, vs: {frozenset(r["path"] for r in adds_removes(path, v)[1]) for v in vs}  # noqa: E731
     assert per_commit(ours, vo) == per_commit(theirs, vt), "the same bins in the same commits"
     assert mine.num_batches == ref.metrics.numBatches == len(vt)
-    assert_same_metrics(mine.to_row(), ref)
+    assert_same_metrics(metrics_row(mine), ref)
 
 
 def test_timestamp_formats_match_delta_spark(spark, tmp_path):
@@ -249,7 +250,7 @@ def test_many_types_stats_match_delta_spark(spark, tmp_path, engine):
     (vo,), (vt,) = new_versions(ours, v0), new_versions(theirs, v0)
     assert removed_paths(ours, [vo]) == removed_paths(theirs, [vt])
     assert_same_stats(ours, vo, theirs, vt)
-    assert_same_metrics(mine.to_row(), ref)
+    assert_same_metrics(metrics_row(mine), ref)
     assert canon_spark(spark, ours) == canon_spark(spark, theirs) == before
     assert canon_rs(ours) == canon_rs(theirs)
 
@@ -271,5 +272,5 @@ def test_max_file_size_splits_a_partition_into_bins_like_delta_spark(spark, tmp_
     assert removed_paths(ours, [vo]) == removed_paths(theirs, [vt])
     assert counts(ours) == counts(theirs) == {(0,): 3, (1,): 3}
     assert mine.num_bins == ref.metrics.numBins == 6
-    assert_same_metrics(mine.to_row(), ref)
+    assert_same_metrics(metrics_row(mine), ref)
     assert rows_spark(spark, ours) == rows_spark(spark, theirs) == before

@@ -26,6 +26,7 @@ from dbt_delta_optimize.api import optimize
 from dbt_delta_optimize.cli.main import cli
 from dbt_delta_optimize.engine import clustering as zorder
 from dbt_delta_optimize.engine.clustering import COLUMNS_TAG, CURVE_TAG
+from dbt_delta_optimize.engine.results import metrics_row
 from dbt_delta_optimize.errors import InvalidArgumentError
 from dbt_delta_optimize.plan.metrics import OptimizeMetrics
 from tests.helpers import (
@@ -193,7 +194,7 @@ def test_bad_zorder_columns_are_rejected_and_nothing_is_written(spark, tmp_path,
 
     with pytest.raises(InvalidArgumentError, match="part is a partition column"):
         optimize(spark, p, zorder_by=["part"])
-    with pytest.raises(InvalidArgumentError, match="value.zz do not exist"):  # a path through a non-struct
+    with pytest.raises(InvalidArgumentError, match=r"value\.zz do not exist"):  # a path through a non-struct
         optimize(spark, p, zorder_by=["value.zz"])
 
     assert log_snapshot(p) == log0 and data_files(p) == files0
@@ -237,7 +238,7 @@ def test_nested_quoted_and_deep_nested_columns(spark, tmp_path, writer):
 
 def _commit_info(path: str, version: int) -> dict:
     with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as fh:
-        return next(json.loads(l)["commitInfo"] for l in fh if '"commitInfo"' in l)
+        return next(json.loads(line)["commitInfo"] for line in fh if '"commitInfo"' in line)
 
 
 # =========================================================================== behaviour 20
@@ -460,7 +461,7 @@ def test_zorder_metrics_history_and_row_shape_match_delta_spark(spark, tmp_path,
     assert_same_rows(spark, ours, before)
 
     # 26: to_row() has delta-spark's result shape, and the same zOrderStats as delta-spark on the same table.
-    row = m.to_row()
+    row = metrics_row(m)
     assert list(row.asDict()) == list(ref.asDict()) == ["path", "metrics"]
     assert list(row.metrics.asDict()) == list(ref.metrics.asDict())
     assert row.metrics.zOrderStats.asDict(recursive=True) == ref.metrics.zOrderStats.asDict(recursive=True)
@@ -835,11 +836,13 @@ def test_spark_hilbert_keys_equal_the_reference_implementation(spark, dims):
 
 def test_jit_sized_codegen_is_scoped_and_respects_the_users_setting(spark, tmp_path):
     """Clustering lowers hugeMethodLimit to the JIT's 8000 only while it writes, and never overrides a user's value."""
-    from dbt_delta_optimize.engine.session import HUGE_METHOD_KEY, jit_sized_codegen
+    from dbt_delta_optimize.engine.spark_engine import HUGE_METHOD_KEY, SparkEngine
+
+    engine = SparkEngine(spark)
 
     assert not spark._jsparkSession.sessionState().conf().contains(HUGE_METHOD_KEY)
-    with jit_sized_codegen(spark):
-        with jit_sized_codegen(spark):  # parallel bins: the first to leave must not restore
+    with engine.jit_sized_codegen():
+        with engine.jit_sized_codegen():  # parallel bins: the first to leave must not restore
             assert spark.conf.get(HUGE_METHOD_KEY) == "8000"
         assert spark.conf.get(HUGE_METHOD_KEY) == "8000"
     assert not spark._jsparkSession.sessionState().conf().contains(HUGE_METHOD_KEY)
@@ -851,7 +854,7 @@ def test_jit_sized_codegen_is_scoped_and_respects_the_users_setting(spark, tmp_p
 
     spark.conf.set(HUGE_METHOD_KEY, "20000")
     try:
-        with jit_sized_codegen(spark):
+        with engine.jit_sized_codegen():
             assert spark.conf.get(HUGE_METHOD_KEY) == "20000"
         assert spark.conf.get(HUGE_METHOD_KEY) == "20000"
     finally:

@@ -62,7 +62,7 @@ def test_range_bounds_dense_ids_and_quantiles():
     assert range_bounds(list(range(20)), 4) == [4, 9, 14]
     assert range_bounds([1, 1, 2, 3], 10) == [1, 2]  # fewer distinct values than ranges: dense ids
     assert range_bounds([], 10) == []
-    with pytest.raises(InvalidArgumentError, match="rangeId.max"):
+    with pytest.raises(InvalidArgumentError, match=r"rangeId\.max"):
         range_bounds([1], 1)
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
 from .common import run as _run
 from .common import size_option as _size
+from .format import human_size
 
 __all__ = ["health", "history", "inspect_commands", "validate"]
 
@@ -30,7 +32,7 @@ def _location(table: str) -> str:
 @click.argument("table")
 @click.option("--version", "version", type=click.IntRange(min=0), help="Commit to check (default: the latest).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def validate(table, version, as_json):
+def validate(table: str, version: int | None, as_json: bool) -> None:
     """Validate a data-rearranging commit (OPTIMIZE) of TABLE: exit 0 if clean, 1 with findings."""
     from ..inspect.validate import validate_commit
 
@@ -52,7 +54,9 @@ def validate(table, version, as_json):
 @click.option(
     "--min-file-size", callback=_size, help="Small-file threshold of OPTIMIZE (default 1g or the session conf)."
 )
-def health(table, as_json, html_path, compare_version, min_file_size):
+def health(
+    table: str, as_json: bool, html_path: str | None, compare_version: int | None, min_file_size: int | None
+) -> None:
     """Health of TABLE: files and small files per partition, size histogram, Z-order state, OPTIMIZE plan."""
     from ..inspect.health import health_report, render_html
 
@@ -62,11 +66,10 @@ def health(table, as_json, html_path, compare_version, min_file_size):
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
         return
-    from ..plan.config import format_size
 
-    def line(r: dict, label: str) -> str:
+    def line(r: dict[str, Any], label: str) -> str:
         return (
-            f"{label}version {r['version']}: {r['numFiles']} files, {format_size(r['sizeBytes'])} in "
+            f"{label}version {r['version']}: {r['numFiles']} files, {human_size(r['sizeBytes'])} in "
             f"{r['numPartitions']} partition(s); small files: {r['smallFiles']['optimize']} (optimize), "
             f"{r['smallFiles']['autoCompact']} (auto compaction)"
         )
@@ -79,13 +82,13 @@ def health(table, as_json, html_path, compare_version, min_file_size):
         click.echo(line(report, ""))
     for p in report["partitions"]:
         click.echo(
-            f"  {p['partition']}: {p['numFiles']} files, {format_size(p['sizeBytes'])}, "
+            f"  {p['partition']}: {p['numFiles']} files, {human_size(p['sizeBytes'])}, "
             f"{p['smallFiles']['optimize']} small, Z-order {p['zOrder']['state']}"
         )
     plan = report["optimize"]
     click.echo(
         f"optimize would rewrite {plan['filesToRewrite']} of {plan['consideredFiles']} file(s) "
-        f"({format_size(plan['bytesToRewrite'])}) in {plan['numBins']} bin(s)"
+        f"({human_size(plan['bytesToRewrite'])}) in {plan['numBins']} bin(s)"
     )
     if html_path:
         click.echo(f"wrote {html_path}")
@@ -95,7 +98,7 @@ def health(table, as_json, html_path, compare_version, min_file_size):
 @click.argument("table")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Number of commits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
-def history(table, limit, as_json):
+def history(table: str, limit: int, as_json: bool) -> None:
     """Recent commits of TABLE (newest first), OPTIMIZE metrics of every engine in one shape."""
     from ..inspect.history import history as load_history
 

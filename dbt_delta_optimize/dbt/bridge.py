@@ -13,7 +13,9 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,7 +42,7 @@ _SETTINGS = {
 _versions: dict[str, int] = {}
 
 
-def _spark():
+def _spark() -> Any:
     from pyspark.sql import SparkSession
 
     return SparkSession.builder.getOrCreate()
@@ -50,8 +52,16 @@ def _target_path() -> str:
     return os.environ.get("DBT_TARGET_PATH") or os.path.join(os.getcwd(), "target")
 
 
+_RESULTS_LOCK = threading.Lock()
+
+
 def _append_result(record: Mapping[str, Any]) -> None:
-    """Append one call's outcome to target/delta_optimize_results.json (a JSON list)."""
+    """Append one call's outcome to target/delta_optimize_results.json (a JSON list), one writer at a time."""
+    with _RESULTS_LOCK:
+        _append_locked(record)
+
+
+def _append_locked(record: Mapping[str, Any]) -> None:
     path = os.path.join(_target_path(), RESULTS_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
@@ -62,7 +72,8 @@ def _append_result(record: Mapping[str, Any]) -> None:
     except (OSError, ValueError):
         data = []
     data.append(dict(record))
-    tmp = f"{path}.{os.getpid()}.tmp"
+    # dbt runs models in threads: one temp name per write, so no two writers share a file.
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp"
     with open(tmp, "w") as fh:
         json.dump(data, fh, indent=2, default=str)
     os.replace(tmp, path)
@@ -98,13 +109,14 @@ def _files(location: str) -> tuple[int, int]:
     return file_counts(location)
 
 
-def _table_location(table: str):
+def _table_location(table: str) -> tuple[str | None, str | None]:
     """(location, None) for a Delta table; (None, note) for a missing or non-Delta one."""
     from ..engine.session import resolve_table
     from ..errors import NotADeltaTableError, TableNotFoundError
 
     try:
-        return resolve_table(table, _spark()), None
+        location: str = resolve_table(table, _spark())
+        return location, None
     except (NotADeltaTableError, TableNotFoundError) as exc:
         return None, f"skipped: {exc}"
 
@@ -163,17 +175,27 @@ def run_model(
             from ..api import optimize
 
             m = optimize(
-                spark, location, s.get("where"), s.get("zorder_by"), curve=s.get("curve", "zorder"), **overrides
+                spark,
+                location,
+                where=s.get("where"),
+                zorder_by=s.get("zorder_by"),
+                curve=s.get("curve", "zorder"),
+                min_file_size=overrides.get("min_file_size"),
+                max_file_size=overrides.get("max_file_size"),
             )
             wrote = bool(m.committed_versions)
             record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=m.to_dict())
         else:
             from ..api import auto_compact
 
-            if s.get("min_num_files") is not None:
-                overrides["min_num_files"] = s["min_num_files"]
             r = auto_compact(
-                spark, location, since if since is not None and since >= 0 else None, enabled=True, **overrides
+                spark,
+                location,
+                since if since is not None and since >= 0 else None,
+                enabled=True,
+                min_file_size=overrides.get("min_file_size"),
+                max_file_size=overrides.get("max_file_size"),
+                min_num_files=s.get("min_num_files"),
             )
             wrote = r.ran or bool(r.error)  # a failed run may have committed some batches
             record.update(decision=r.status, status=r.status, reason=r.reason, auto_compact=r.to_dict())
@@ -210,7 +232,8 @@ def _finish(record: dict[str, Any], t0: float) -> dict[str, Any]:
         _append_result(record)
     except OSError as exc:  # reporting must not break the run
         log.warning("could not write %s: %s", RESULTS_FILE, exc)
-    return json.loads(json.dumps(record, default=str))
+    out: dict[str, Any] = json.loads(json.dumps(record, default=str))
+    return out
 
 
 def run_operation(
@@ -230,13 +253,14 @@ def run_operation(
         location = _delta_location(record, table, file_format)
         if location is None:
             return _finish(record, t0)
-        from ..api import optimize
+        from ..api import optimize, plan_optimize
 
-        result = optimize(_spark(), location, s.get("where"), s.get("zorder_by"), dry_run=bool(dry_run))
         if dry_run:
-            record.update(decision="plan", status="planned", plan=result.to_dict())
+            plan = plan_optimize(_spark(), location, where=s.get("where"), zorder_by=s.get("zorder_by"))
+            record.update(decision="plan", status="planned", plan=plan.to_dict())
             _files_after(record, location, False)
         else:
+            result = optimize(_spark(), location, where=s.get("where"), zorder_by=s.get("zorder_by"))
             wrote = bool(result.committed_versions)
             record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=result.to_dict())
             _files_after(record, location, wrote)

@@ -25,7 +25,7 @@ class NeedsSparkRewrite(Exception):
     """This bin cannot be rewritten faithfully by Arrow; use the Spark DataFrame path."""
 
 
-def _arrow_type(t: Any):
+def _arrow_type(t: Any) -> Any:
     import pyarrow as pa
 
     if isinstance(t, str):
@@ -61,20 +61,20 @@ def _arrow_type(t: Any):
     raise NeedsSparkRewrite(f"type {kind} is not handled by the Arrow rewriter")
 
 
-def _arrow_field(f: Mapping[str, Any]):
+def _arrow_field(f: Mapping[str, Any]) -> Any:
     import pyarrow as pa
 
     return pa.field(f["name"], _arrow_type(f["type"]), True)
 
 
-def arrow_schema(fields: Sequence[Mapping[str, Any]]):
+def arrow_schema(fields: Sequence[Mapping[str, Any]]) -> Any:
     """Arrow schema of the table's data columns (Delta schema fields, partition columns excluded)."""
     import pyarrow as pa
 
     return pa.schema([_arrow_field(f) for f in fields])
 
 
-def _conform(table, target):
+def _conform(table: Any, target: Any) -> Any:
     """Reorder, cast and null-fill a file's columns to the table schema (names matched case-insensitively)."""
     import pyarrow as pa
 
@@ -111,7 +111,7 @@ def rewrite_files(
 
     target = arrow_schema(fields)
     rows = 0
-    buffered: list = []
+    buffered: list[Any] = []
     buffered_bytes = 0
     os.makedirs(os.path.dirname(output), exist_ok=True)
     writer = pq.ParquetWriter(

@@ -10,10 +10,8 @@ import glob
 import logging
 import os
 import sys
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
 
@@ -128,7 +126,7 @@ def get_spark(
     return session
 
 
-def conf_getter(spark: SparkSession):
+def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
     """A ``key -> str | None`` view of the session's runtime conf."""
 
     def get(key: str) -> str | None:
@@ -184,7 +182,7 @@ def resolve_table(table: str, spark: SparkSession | None = None) -> str:
         raise NotADeltaTableError(
             f"'{table}' is a {row.get('format')} table, not Delta. Only Delta tables can be optimized."
         )
-    return row["location"]
+    return str(row["location"])
 
 
 def _session_catalog_lookup(table: str, spark: SparkSession) -> tuple[str, str] | None:
@@ -199,8 +197,9 @@ def _session_catalog_lookup(table: str, spark: SparkSession) -> tuple[str, str] 
     if len(parts) > 2:
         return None
     try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        catalog = spark._jsparkSession.sessionState().catalog()  # type: ignore[attr-defined]
+        session: Any = spark  # py4j handles: classic sessions only (Connect falls back below)
+        jvm = session._jvm
+        catalog = session._jsparkSession.sessionState().catalog()
         db = jvm.scala.Option.apply(parts[0] if len(parts) == 2 else None)
         ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(parts[-1], db)
         if not catalog.tableExists(ident):
@@ -221,61 +220,6 @@ def _session_catalog_lookup(table: str, spark: SparkSession) -> tuple[str, str] 
     except Exception:  # py4j/Connect differences: use the portable path
         log.debug("session catalog lookup of %s failed; using DESCRIBE DETAIL", table, exc_info=True)
         return None
-
-
-#: The JVM does not JIT-compile methods over 8000 bytes of bytecode; Spark's default limit for a
-#: whole-stage-codegen method is 65535, so a large generated stage runs in the bytecode interpreter.
-HUGE_METHOD_KEY = "spark.sql.codegen.hugeMethodLimit"
-#: Above this many input paths Spark lists files with a distributed job (32 by default).
-LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-_scoped_lock = threading.Lock()
-_scoped_users: dict[tuple[int, str], tuple[int, bool]] = {}  # (session, key) -> (users, we set it)
-
-
-@contextmanager
-def scoped_defaults(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
-    """Set runtime confs the user has not set, while inside; restore them when the last user leaves.
-
-    Bins are rewritten in parallel threads on one session, so entries are reference counted: the
-    first thread in sets the value, the last one out unsets it. A value the user set is never touched.
-    """
-    keys = [(id(spark), k) for k in confs]
-    with _scoped_lock:
-        for key, value in zip(keys, confs.values()):
-            count, ours = _scoped_users.get(key, (0, False))
-            if count == 0:
-                ours = not _explicitly_set(spark, key[1])
-                if ours:
-                    spark.conf.set(key[1], value)
-            _scoped_users[key] = (count + 1, ours)
-    try:
-        yield
-    finally:
-        with _scoped_lock:
-            for key in keys:
-                count, ours = _scoped_users.pop(key)
-                if count > 1:
-                    _scoped_users[key] = (count - 1, ours)
-                elif ours:
-                    spark.conf.unset(key[1])
-
-
-def _explicitly_set(spark: SparkSession, key: str) -> bool:
-    """Whether the session has a value for ``key`` of its own (not the built-in default)."""
-    try:
-        return bool(spark._jsparkSession.sessionState().conf().contains(key))  # type: ignore[attr-defined]
-    except Exception:  # no JVM handle (Spark Connect): treat as set, so we never override it
-        return True
-
-
-def jit_sized_codegen(spark: SparkSession):
-    """Let Spark fall back to per-operator code for stages too big for the JIT, while inside.
-
-    The curve expressions (range-id search, Hilbert levels) generate a stage just above the JVM's
-    8000-byte JIT limit: interpreted, clustering ran 3-7x slower (measured at 2M rows). Sets
-    ``spark.sql.codegen.hugeMethodLimit=8000`` (the JIT limit) unless the user set it.
-    """
-    return scoped_defaults(spark, {HUGE_METHOD_KEY: "8000"})
 
 
 def _quote_name(name: str) -> str:

@@ -16,12 +16,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..engine.clustering import COLUMNS_TAG, CURVE_TAG
-from ..plan.config import MiB, OptimizeConfig, format_size, parse_size
+from ..plan.config import ConfGetter, MiB, OptimizeConfig, format_size, parse_size
+from ..plan.curve import COLUMNS_TAG, CURVE_TAG
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from ..delta.snapshot import Snapshot
 
 __all__ = [
@@ -91,7 +89,7 @@ def _layout(snapshot: Snapshot, min_size: int, ac_min_size: int) -> dict[str, An
     from ..delta.snapshot import partition_key
 
     cols = snapshot.partition_columns
-    groups: dict[tuple, list[Any]] = {}
+    groups: dict[tuple[str | None, ...], list[Any]] = {}
     for f in snapshot.files:
         groups.setdefault(partition_key(f.partition_values, cols), []).append(f)
     partitions = []
@@ -150,7 +148,7 @@ def _auto_compact(snapshot: Snapshot, thresholds: Mapping[str, int]) -> Any:
 def health_report(
     table: str,
     *,
-    spark: SparkSession | None = None,
+    get_conf: ConfGetter | None = None,
     compare_version: int | None = None,
     min_file_size: int | str | None = None,
     max_file_size: int | str | None = None,
@@ -159,20 +157,15 @@ def health_report(
 ) -> dict[str, Any]:
     """Health of ``table`` at its latest version (optionally with ``compare_version`` as "before").
 
-    Thresholds: explicit argument > Spark session conf (when ``spark`` is given) > delta-spark's
-    defaults (optimize.minFileSize 1 GiB; autoCompact.minFileSize = autoCompact.maxFileSize / 2 = 64 MiB).
-    With ``spark`` the plan is OPTIMIZE's own dry run; without, the pure planner over all partitions.
+    Thresholds: explicit argument > ``get_conf`` (a running Spark session's conf, when the caller has
+    one) > delta-spark's defaults (optimize.minFileSize 1 GiB; autoCompact.minFileSize =
+    autoCompact.maxFileSize / 2 = 64 MiB). The plan is OPTIMIZE's own (``build_plan``), without Spark.
     """
     from ..delta.snapshot import load_snapshot
-    from ..plan.planner import plan_optimize
+    from ..plan.builder import build_plan
+    from ..plan.predicate import select_partitions
 
-    get_conf = None
     location = table
-    if spark is not None:
-        from ..engine.session import conf_getter, resolve_table
-
-        get_conf = conf_getter(spark)
-        location = resolve_table(table, spark)
     overrides = {k: v for k, v in (("min_file_size", min_file_size), ("max_file_size", max_file_size)) if v is not None}
     config = OptimizeConfig.resolve(get_conf, overrides)
     ac_max = auto_compact_max_file_size
@@ -194,19 +187,13 @@ def health_report(
     report = _layout(snapshot, config.min_file_size, ac_min_n)
     report["generatedAt"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     report["thresholds"] = thresholds
-    if spark is not None:
-        from ..api import optimize
-
-        report["optimize"] = optimize(spark, snapshot.location, dry_run=True, **overrides).to_dict()
-        report["optimizeSource"] = "optimize(dry_run=True)"
-    else:
-        plan = plan_optimize(snapshot.files, snapshot.partition_columns, config, read_version=snapshot.version)
-        report["optimize"] = plan.to_dict()
-        report["optimizeSource"] = "planner"
+    plan = build_plan(snapshot, config, selection=select_partitions(snapshot))
+    report["optimize"] = plan.to_dict()
+    report["optimizeSource"] = "plan_optimize"
     report["autoCompact"] = _auto_compact(snapshot, thresholds)
     report["compare"] = None
     if compare_version is not None:
-        before = load_snapshot(snapshot.location, compare_version)
+        before = load_snapshot(snapshot.location, compare_version, storage=snapshot.storage)
         report["compare"] = _layout(before, config.min_file_size, ac_min_n)
     return report
 
@@ -358,23 +345,9 @@ def _delta_cell(before: Any, after: Any) -> str:
     return f'<td class="{cls}">{text}</td>'
 
 
-def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any] | None = None) -> str:
-    """Write the report as one self-contained HTML page (pictures are inline base64 SVG); returns ``path``.
-
-    ``compare`` (default: the report's own ``compare`` section) is shown as "before", the report as "after".
-    """
-    compare = compare if compare is not None else report.get("compare")
-    th = report.get("thresholds") or {}
-    title = f"Delta table health: {report['table']}"
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_esc(title)}</h1>",
-        f"<p>version <b>{report['version']}</b>, partitioned by "
-        f"<code>{_esc(', '.join(report['partitionColumns']) or 'nothing')}</code>; generated {_esc(report.get('generatedAt', ''))}</p>",
-        "<h2>Summary</h2>",
-    ]
+def _summary_html(report: Mapping[str, Any], compare: Mapping[str, Any] | None, th: Mapping[str, Any]) -> list[str]:
+    """The summary table (before/after when comparing) and the thresholds line."""
+    out: list[str] = []
     if compare is not None:
         out.append(
             f'<table id="summary"><tr><th></th><th>before (version {compare["version"]})</th>'
@@ -395,6 +368,27 @@ def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any]
             f"<b>{_esc(_size(th.get('autoCompactMinFileSize')))}</b>, autoCompact.maxFileSize "
             f"<b>{_esc(_size(th.get('autoCompactMaxFileSize')))}</b> (small = strictly below minFileSize).</p>"
         )
+    return out
+
+
+def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any] | None = None) -> str:
+    """Write the report as one self-contained HTML page (pictures are inline base64 SVG); returns ``path``.
+
+    ``compare`` (default: the report's own ``compare`` section) is shown as "before", the report as "after".
+    """
+    compare = compare if compare is not None else report.get("compare")
+    th = report.get("thresholds") or {}
+    title = f"Delta table health: {report['table']}"
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{_esc(title)}</h1>",
+        f"<p>version <b>{report['version']}</b>, partitioned by "
+        f"<code>{_esc(', '.join(report['partitionColumns']) or 'nothing')}</code>; generated {_esc(report.get('generatedAt', ''))}</p>",
+        "<h2>Summary</h2>",
+    ]
+    out += _summary_html(report, compare, th)
 
     out.append("<h2>File sizes</h2>")
     series = []

@@ -258,17 +258,24 @@ def decide(
 
 
 def plan_auto_compact(
-    snapshot: Snapshot, *, min_file_size: int | None = None, max_file_size: int | None = None, **overrides: Any
+    snapshot: Snapshot,
+    *,
+    min_file_size: int | None = None,
+    max_file_size: int | None = None,
+    min_num_files: int | None = None,
+    get_conf: ConfGetter | None = None,
 ) -> AutoCompactDecision:
     """Dry run over every partition of a snapshot (no triggering write): what auto compaction would pick now."""
     from .planner import raw_partition_key
 
-    settings = {"modified_partitions_only": False, **overrides}
+    settings: dict[str, Any] = {"modified_partitions_only": False}
+    if min_num_files is not None:
+        settings["min_num_files"] = min_num_files
     if max_file_size is not None:
         settings["max_file_size"] = max_file_size
     if min_file_size is not None:
         settings["min_file_size"] = min_file_size
-    config = AutoCompactConfig.resolve(None, settings)
+    config = AutoCompactConfig.resolve(get_conf, settings)
     cols = snapshot.partition_columns
     files = [(raw_partition_key(f, cols), f.size) for f in snapshot.files]
     return decide(files, (), cols, config)

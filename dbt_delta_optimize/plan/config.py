@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import InvalidConfigError
 
@@ -17,6 +17,7 @@ __all__ = [
     "PREFIX",
     "ConfGetter",
     "OptimizeConfig",
+    "OptimizeOptions",
     "format_size",
     "parse_bool",
     "parse_size",
@@ -158,6 +159,25 @@ class OptimizeConfig:
         if cfg.max_file_size == 0:
             raise InvalidConfigError("max_file_size (optimize.maxFileSize) must be greater than 0.")
         return cfg
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """Per-call overrides of the session's settings (None: take the session conf, then the default)."""
+
+    min_file_size: int | str | None = None
+    max_file_size: int | str | None = None
+    max_threads: int | None = None
+    batch_size: int | str | None = None
+    max_deleted_rows_ratio: float | None = None
+    repartition_enabled: bool | None = None
+    max_commit_attempts: int | None = None
+    rewrite_engine: Literal["arrow", "spark"] | None = None
+    validate_commits: bool | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The options that were set, by name (what ``OptimizeConfig.resolve`` takes)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
 def _threads(v: Any, *, key: str) -> int:

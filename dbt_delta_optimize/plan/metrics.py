@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
+    "SPARK_METRICS_FIELDS",
     "DeletionVectorStats",
     "FileSizeMetrics",
     "OptimizeMetrics",
@@ -139,24 +140,9 @@ class OptimizeMetrics:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=False)
 
-    def to_row(self):
-        """A Spark Row shaped like delta-spark's OPTIMIZE result: (path, metrics struct)."""
-        from pyspark.sql import Row
-
-        d = self.to_dict()
-        d.setdefault("clusteringStats", None)  # liquid clustering only; never set by this package
-
-        def conv(v: Any) -> Any:
-            if isinstance(v, dict):
-                return Row(**{k: conv(x) for k, x in v.items()})
-            return v
-
-        # delta-spark's struct field order (to_dict moves zOrderStats last; ours-only fields dropped)
-        return Row(path=self.path, metrics=Row(**{k: conv(d[k]) for k in _SPARK_METRICS_FIELDS}))
-
 
 #: delta-spark 4.4's OptimizeMetrics struct fields, in order (the OPTIMIZE result's ``metrics`` column).
-_SPARK_METRICS_FIELDS = (
+SPARK_METRICS_FIELDS = (
     "numFilesAdded",
     "numFilesRemoved",
     "filesAdded",

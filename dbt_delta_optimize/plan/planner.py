@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..delta.actions import AddFile
 from .config import OptimizeConfig
+from .curve import ClusteringSpec
 
 __all__ = [
     "Bin",
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 Mode = Literal["compaction", "zorder"]
-RawKey = tuple  # tuple[str | None, ...] in partition-column order
+RawKey = tuple[str | None, ...]  #: raw partition values in partition-column order
 Normalizer = Callable[[RawKey], Hashable]
 
 
@@ -62,6 +63,12 @@ class OptimizePlan:
     bins: tuple[Bin, ...]
     batches: tuple[tuple[Bin, ...], ...]
     skipped_partitions: tuple[Mapping[str, str | None], ...] = field(default=())
+    #: what the commit records: each predicate as delta-spark writes it, the Z-order columns as given
+    predicates: tuple[str, ...] = ()
+    zorder_by: tuple[str, ...] = ()
+    #: the clustering to apply (Z-order/Hilbert), or None for compaction
+    clustering: ClusteringSpec | None = None
+    is_auto_compact: bool = False
 
     @property
     def files_to_rewrite(self) -> tuple[AddFile, ...]:
@@ -85,7 +92,21 @@ class OptimizePlan:
             f"batches={len(self.batches)}, files={len(self.files_to_rewrite)}, bytes={self.bytes_to_rewrite})"
         )
 
-    def to_dict(self) -> dict:
+    def summary(self, *, include_files: bool = False) -> dict[str, Any]:
+        """What ``--dry-run --json`` prints: totals and one entry per partition; file paths only on request."""
+        per: dict[str, dict[str, Any]] = {}
+        for b in self.bins:
+            entry = per.setdefault(_partition_label(b.partition_values), {"bins": 0, "files": 0, "bytes": 0})
+            entry["bins"] += 1
+            entry["files"] += len(b.files)
+            entry["bytes"] += b.size
+        out = {k: v for k, v in self.to_dict().items() if k != "bins"}
+        out["partitionsToRewrite"] = [{"partition": k, **v} for k, v in sorted(per.items())]
+        if include_files:
+            out["bins"] = self.to_dict()["bins"]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (what --dry-run prints)."""
         return {
             "readVersion": self.read_version,
@@ -107,6 +128,10 @@ class OptimizePlan:
                 for b in self.bins
             ],
         }
+
+
+def _partition_label(values: Mapping[str, str | None]) -> str:
+    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items()) or "(unpartitioned)"
 
 
 def should_compact(file: AddFile, config: OptimizeConfig) -> bool:

@@ -1,0 +1,175 @@
+"""Rewrite one bin into new files: Arrow in one Spark task, a Spark DataFrame write, or a clustered write.
+
+Every new file goes into the folder its partition values give (``layout``), is announced in the
+run's journal before it is written (so a killed run's files can be cleaned up), and gets stats
+from its own Parquet footer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..delta.actions import AddFile, RemoveFile
+from ..delta.debris import RunJournal
+from ..delta.snapshot import Snapshot
+from ..delta.storage import join
+from ..plan.planner import Bin, OptimizePlan
+from .layout import new_file_location
+from .spark_engine import SparkEngine
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["ARROW_CODECS", "BinResult", "BinRewriter"]
+
+log = logging.getLogger(__name__)
+
+ARROW_CODECS = frozenset({"snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed"})
+
+
+@dataclass(frozen=True)
+class BinResult:
+    bin: Bin
+    adds: tuple[AddFile, ...]
+    removes: tuple[RemoveFile, ...]
+
+
+@dataclass
+class BinRewriter:
+    """Rewrites the bins of one run (thread-safe: bins run in parallel threads)."""
+
+    engine: SparkEngine
+    snapshot: Snapshot
+    plan: OptimizePlan
+    journal: RunJournal
+    operation_timestamp: int
+    uncommitted: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ------------------------------------------------------------------ placement
+    def _place(self, b: Bin, name: str) -> tuple[str, str]:
+        """(location, log path) of a new file, announced in the journal before anything is written."""
+        snap = self.snapshot
+        dest, log_path, rel_dir = new_file_location(snap.location, b.partition_values, snap.partition_columns, name)
+        folder = join(snap.location, rel_dir) if rel_dir else snap.location
+        created = [] if snap.storage.exists(folder) else [rel_dir]
+        with self.lock:
+            self.journal.intend([log_path], created)
+            self.uncommitted.append(dest)
+        snap.storage.makedirs(folder)
+        return dest, log_path
+
+    def _add_file(self, b: Bin, dest: str, log_path: str, tags: Mapping[str, str] | None = None) -> AddFile:
+        from ..inspect.stats import stats_from_file
+
+        snap = self.snapshot
+        info = snap.storage.stat(dest)
+        return AddFile(
+            path=log_path,
+            partition_values=dict(b.partition_values),
+            size=info.size,
+            modification_time=info.modification_time_ms,
+            data_change=False,
+            stats=stats_from_file(
+                dest,
+                snap.schema,
+                snap.partition_columns,
+                snap.configuration,
+                protocol=snap.protocol,
+                session_time_zone=self.engine.time_zone,
+            ),
+            tags=tags or {},
+        )
+
+    # ------------------------------------------------------------------ the three ways
+    def _input_df(self, b: Bin) -> DataFrame:
+        return self.engine.read_parquet([self.snapshot.file_path(f.path) for f in b.files], self.snapshot.data_fields)
+
+    def _arrow(self, b: Bin) -> tuple[AddFile, ...] | None:
+        """One Spark task streams the bin through Arrow into its final place; None means use Spark instead."""
+        from .rewrite import rewrite_bin_task
+
+        codec = self.engine.parquet_codec
+        if codec not in ARROW_CODECS:
+            return None
+        suffix = "" if codec in ("none", "uncompressed") else f".{codec}"
+        dest, log_path = self._place(b, f"part-00000-{uuid.uuid4()}.c000{suffix}.parquet")
+        spec = {
+            "inputs": [self.snapshot.file_path(f.path) for f in b.files],
+            "output": dest,
+            "fields": self.snapshot.data_fields,
+            "compression": codec,
+        }
+        try:
+            result = self.engine.run_task(rewrite_bin_task, spec)
+        except Exception as exc:
+            if "ModuleNotFoundError" not in str(exc):
+                raise
+            # Executors without pyarrow/this package: Spark can still do the rewrite.
+            result = {"fallback": f"the Python workers cannot import the Arrow rewriter ({str(exc).splitlines()[-1]})"}
+        if "fallback" in result:
+            log.warning("rewriting %s with Spark instead of Arrow: %s", b.describe(), result["fallback"])
+            return None
+        return (self._add_file(b, dest, log_path),)
+
+    def _clustered(self, b: Bin, staging: str) -> tuple[AddFile, ...]:
+        """Z-order/Hilbert: range-partition the partition along the curve into max(1, bytes/maxFileSize) files."""
+        from .clustering import cluster
+
+        spec = self.plan.clustering
+        assert spec is not None
+        approx = max(1, b.size // self.plan.config.max_file_size)
+        counts = [f.num_records for f in b.files]
+        total_rows = sum(c for c in counts if c is not None) if all(c is not None for c in counts) else None
+        df = cluster(self.engine.spark, self._input_df(b), approx, spec, total_rows)
+        with self.engine.jit_sized_codegen():
+            df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
+        return self._collect_staged(b, staging, tags=spec.tags())
+
+    def _spark(self, b: Bin, staging: str) -> tuple[AddFile, ...]:
+        """delta-spark's way: read the bin as a DataFrame, coalesce(1) (or repartition(1)), write."""
+        df = self._input_df(b)
+        df = df.repartition(1) if self.plan.config.repartition_enabled else df.coalesce(1)
+        df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
+        return self._collect_staged(b, staging)
+
+    def _collect_staged(self, b: Bin, staging: str, tags: Mapping[str, str] | None = None) -> tuple[AddFile, ...]:
+        storage = self.snapshot.storage
+        names = [n for n in storage.list_dir(staging) if n.startswith("part-") and n.endswith(".parquet")]
+        adds = []
+        for n in names:
+            dest, log_path = self._place(b, n)
+            storage.rename(join(staging, n), dest)
+            adds.append(self._add_file(b, dest, log_path, tags))
+        return tuple(adds)
+
+    # ------------------------------------------------------------------ entry
+    def rewrite(self, b: Bin, group: str) -> BinResult:
+        staging = join(self.journal.folder, uuid.uuid4().hex)
+        description = f"{self.snapshot.location}<br/>Optimizing {b.describe()}"
+        with self.engine.job_group(group, description):
+            adds: tuple[AddFile, ...] | None = None
+            if self.plan.clustering is not None:
+                adds = self._clustered(b, staging)
+            elif self.plan.config.rewrite_engine == "arrow":
+                adds = self._arrow(b)
+            if adds is None:
+                adds = self._spark(b, staging)
+        removes = tuple(f.remove(self.operation_timestamp, data_change=False) for f in b.files)
+        return BinResult(b, adds, removes)
+
+    def discard_uncommitted(self) -> None:
+        """Delete every file written but not committed (after a failure)."""
+        with self.lock:
+            paths, self.uncommitted = list(self.uncommitted), []
+        for path in paths:
+            self.snapshot.storage.delete(path)
+
+    def committed(self) -> None:
+        with self.lock:
+            self.uncommitted.clear()
