@@ -65,13 +65,18 @@ def test_dry_run_prints_the_plan_and_writes_nothing(spark, table):
     r = run("optimize", table, "--dry-run")
     assert r.exit_code == 0, r.stderr
     assert "3 bin(s) in 3 partition(s)" in r.stdout and "6 of 6 file(s)" in r.stdout
-    assert "part=0: 2 files" in r.stdout
+    assert "part=0: 1 bin(s), 2 files" in r.stdout
     assert log_snapshot(table) == log0 and data_files(table) == files0
 
 
 def test_dry_run_json_prints_the_plan(spark, table):
     log0, files0 = log_snapshot(table), data_files(table)
-    r = run("optimize", table, "--dry-run", "--json", "--where", "part = 2")
+    summary = json.loads(run("optimize", table, "--dry-run", "--json", "--where", "part = 2").stdout)
+    assert "bins" not in summary, "file lists only with --files"
+    assert summary["partitionsToRewrite"] == [
+        {"partition": "part=2", "bins": 1, "files": 2, "bytes": summary["bytesToRewrite"]}
+    ]
+    r = run("optimize", table, "--dry-run", "--json", "--files", "--where", "part = 2")
     assert r.exit_code == 0, r.stderr
     plan = json.loads(r.stdout)
     assert (plan["numBins"], plan["filesToRewrite"], plan["consideredFiles"], plan["partitions"]) == (1, 2, 2, 1)
@@ -117,7 +122,10 @@ def test_batch_size_option_commits_per_bin(spark, table):
         (["optimize", "{table}", "--where", "value = 'v1'"], "non-partition column 'value'"),
         (["optimize", "{table}", "--where", "part = = 1"], "Cannot parse"),
         (["optimize", "{table}", "--where", "part IN (SELECT 1)"], "subquery"),
-        (["optimize", "{table}", "--max-threads", "0"], "max_threads"),
+        (["optimize", "{table}", "--max-threads", "0"], "max-threads"),
+        (["optimize", "{table}", "--where", "reflect('java.lang.Thread','sleep',120000L) IS NULL"], "reflect"),
+        (["optimize", "{table}", "--max-file-size", "1.5g"], "fractions are refused"),
+        (["health", "{table}", "--compare-version", "999"], "does not exist"),
         (["optimize", "{table}", "--min-file-size", "-1"], "min-file-size"),
         (["optimize", "{table}", "--batch-size", "lots"], "batch-size"),
         (["optimize", "ddo_cli_no_such_table"], "not found"),
@@ -152,3 +160,41 @@ def test_console_script_help_and_config_error_without_spark(tmp_path):
     )
     assert r.returncode == 2
     assert r.stderr.startswith("error:") and "max_threads" in r.stderr
+
+
+DRY_RUN_WITHOUT_SPARK = """
+import sys, time
+t0 = time.perf_counter()
+from dbt_delta_optimize.cli.main import cli
+try:
+    cli.main(["optimize", sys.argv[1], "--dry-run", "--json"], standalone_mode=False)
+finally:
+    print("ELAPSED", time.perf_counter() - t0, file=sys.stderr)
+    print("JVM", "pyspark" in sys.modules or "py4j" in sys.modules, file=sys.stderr)
+"""
+
+
+def test_dry_run_on_a_path_starts_no_jvm(table):
+    r = subprocess.run(
+        [sys.executable, "-c", DRY_RUN_WITHOUT_SPARK, table], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["numBins"] == 3
+    assert "JVM False" in r.stderr, r.stderr  # (its time is measured by bench/plan_scale.py, not asserted)
+
+
+def test_errors_are_one_line_unless_debug(tmp_path):
+    missing = str(tmp_path / "missing")
+    r = CliRunner().invoke(cli, ["optimize", missing, "--dry-run"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    r = CliRunner().invoke(cli, ["--debug", "optimize", missing, "--dry-run"])
+    assert r.exit_code == 2 and "Traceback" in r.stderr and "TableNotFoundError" in r.stderr
+
+
+def test_corrupt_log_is_a_clear_error_with_exit_2(table):
+    log = os.path.join(table, "_delta_log")
+    last = sorted(n for n in os.listdir(log) if n.endswith(".json"))[-1]
+    with open(os.path.join(log, last), "a") as fh:
+        fh.write("{not json\n")
+    r = CliRunner().invoke(cli, ["optimize", table, "--dry-run"])
+    assert r.exit_code == 2 and "is corrupt" in r.stderr and "Kernel error" not in r.stderr

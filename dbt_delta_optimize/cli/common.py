@@ -1,4 +1,11 @@
-"""What every CLI command shares: one error boundary (exit codes, one line, no stack), logging, sizes."""
+"""What every CLI command shares: one error boundary, logging, sizes, and where a table is.
+
+The boundary is built into the command class: every command of the group runs through
+``run``, and the group turns click's own usage errors into the same one line. An error is one
+``error: ...`` line on stderr and exit 2 (bad input) or 1 (anything else), decided by
+``errors.exit_code``. Without ``--debug`` no traceback, Java stack or library text beyond the
+first line of a message is printed; with it, the whole cause chain comes first.
+"""
 
 from __future__ import annotations
 
@@ -6,65 +13,157 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import click
 
 from ..errors import DeltaOptimizeError, InvalidArgumentError, exit_code
 
-__all__ = ["configure_logging", "run", "size_option"]
+__all__ = [
+    "BoundaryCommand",
+    "BoundaryGroup",
+    "CliState",
+    "configure_logging",
+    "location",
+    "one_line",
+    "run",
+    "size_option",
+]
+
+#: The loggers the CLI configures: ours, and the chatty ones of the Spark client.
+_OUR_LOGGER = "dbt_delta_optimize"
+_QUIET_LOGGERS = ("py4j", "pyspark")
+
+
+@dataclass(frozen=True)
+class CliState:
+    """The group's global options, handed to every command through ``ctx.obj``."""
+
+    debug: bool = False
+    verbose: int = 0
 
 
 def _debug() -> bool:
     ctx = click.get_current_context(silent=True)
-    while ctx is not None:
-        if isinstance(ctx.obj, dict) and "debug" in ctx.obj:
-            return bool(ctx.obj["debug"])
-        ctx = ctx.parent
-    return False
+    state = ctx.find_object(CliState) if ctx is not None else None
+    return state is not None and state.debug
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else ""
-    return line.removeprefix("Kernel error: ")
+def one_line(exc: BaseException) -> str:
+    """The first line of a message, without deltalake's ``Kernel error:`` noise."""
+    text = str(exc).replace("Kernel error: ", "").strip()
+    first = text.splitlines()[0].strip() if text else ""
+    return first or type(exc).__name__
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
 
 
 def run(fn: Callable[[], Any]) -> Any:
     """Run fn; an error becomes one ``error:`` line on stderr and exit 2 (bad input) or 1.
 
-    No traceback, Java stack or library text beyond the first line of an unexpected error,
-    unless ``--debug`` is given, which prints the whole cause chain.
+    Unexpected exceptions name their type and the first line of their message (a Java stack
+    or a library's multi-line text stops there); ``--debug`` prints the whole cause chain first.
     """
     try:
         return fn()
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
         raise
     except DeltaOptimizeError as exc:
-        if _debug():
+        debug = _debug()
+        if debug:
             traceback.print_exception(exc)
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_code(exc))
+        more = "" if debug or "\n" not in str(exc).strip() else " (run with --debug for details)"
+        _fail(one_line(exc) + more, exit_code(exc))
     except Exception as exc:  # unexpected: still one line on stderr, exit 1
-        if _debug():
+        debug = _debug()
+        if debug:
             traceback.print_exception(exc)
-        click.echo(f"error: {type(exc).__name__}: {_first_line(exc)} (run with --debug for details)", err=True)
-        sys.exit(1)
+        hint = "" if debug else " (run with --debug for details)"
+        _fail(f"{type(exc).__name__}: {one_line(exc)}{hint}", exit_code(exc))
 
 
-def configure_logging(verbose: int, debug: bool) -> None:
-    """Warnings by default; -v for info, --debug (or -vv) for debug, through rich's handler."""
+class BoundaryCommand(click.Command):
+    """A command whose callback runs inside the error boundary (``run``)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return run(lambda: super(BoundaryCommand, self).invoke(ctx))
+
+
+class BoundaryGroup(click.Group):
+    """The CLI's group: its commands are BoundaryCommands, and usage errors are one line too."""
+
+    command_class = BoundaryCommand
+
+    def main(  # type: ignore[override]
+        self,
+        args: list[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            _fail(exc.format_message() + hint, exc.exit_code)
+        except click.ClickException as exc:
+            _fail(exc.format_message(), exc.exit_code)
+        except click.Abort:
+            _fail("aborted", 1)
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+class _DropTracebacks(logging.Filter):
+    """Without --debug, log records keep their message but lose the traceback they carry."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+def configure_logging(verbose: int, debug: bool) -> Callable[[], None]:
+    """Warnings by default; -v info, -vv or --debug debug, through rich's handler on stderr.
+
+    Only our package's logger gets the handler (and py4j/pyspark a level), so running the CLI
+    in process leaves the host's logging alone; the returned function restores what was there.
+    """
     from rich.logging import RichHandler
 
+    from .format import console
+
     level = logging.DEBUG if debug or verbose > 1 else logging.INFO if verbose else logging.WARNING
-    handler = RichHandler(show_path=debug, rich_tracebacks=debug)
-    logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
-    for noisy in ("py4j", "pyspark"):
-        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    ours = logging.getLogger(_OUR_LOGGER)
+    touched = [ours, *(logging.getLogger(n) for n in _QUIET_LOGGERS)]
+    saved = [(lg, lg.level, lg.propagate, list(lg.handlers)) for lg in touched]
+    handler = RichHandler(console=console(stderr=True), show_path=debug, rich_tracebacks=debug)
+    if not debug:
+        handler.addFilter(_DropTracebacks())
+    ours.handlers = [handler]
+    ours.setLevel(level)
+    ours.propagate = False
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(level if debug else max(level, logging.WARNING))
+
+    def restore() -> None:
+        for lg, lvl, propagate, handlers in saved:
+            lg.setLevel(lvl)
+            lg.propagate = propagate
+            lg.handlers = handlers
+
+    return restore
 
 
 def size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    """click callback: parse 128m / 1g / bytes, reporting the option name on error."""
+    """click callback: parse 128m / 1g / bytes with ``plan.config.parse_size``, naming the option on error."""
     if value is None:
         return None
     from ..plan.config import parse_size
@@ -73,3 +172,10 @@ def size_option(ctx: click.Context, param: click.Parameter, value: str | None) -
         return parse_size(value, key=f"--{(param.name or 'size').replace('_', '-')}")
     except InvalidArgumentError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def location(table: str) -> str:
+    """A path as is; a catalog name through the Spark session (started only then)."""
+    from ..engine.session import get_spark, is_path, resolve_table
+
+    return table if is_path(table) else resolve_table(table, get_spark())

@@ -36,6 +36,10 @@ JARS_ENV = "DBT_DELTA_OPTIMIZE_JARS"
 HOME_ENV = "DBT_DELTA_OPTIMIZE_HOME"
 
 
+#: A quiet log4j2 configuration (errors only) for the embedded session's JVM.
+_QUIET_LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
+
+
 def default_jars_dir() -> str:
     """Where ``make setup`` puts Delta's jars: inside the virtualenv, next to pyspark."""
     return os.path.join(sys.prefix, "share", "dbt-delta-optimize", "jars")
@@ -75,7 +79,9 @@ def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: in
         "spark.default.parallelism": str(max(2, os.cpu_count() or 2)),
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.warehouse.dir": os.path.join(work_dir, "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir}",
+        "spark.driver.extraJavaOptions": (
+            f"-Dderby.system.home={work_dir} -Dlog4j2.configurationFile={_QUIET_LOG4J} -Dlog4j2.disable.jmx=true"
+        ),
         "spark.sql.catalogImplementation": catalog,
         "spark.pyspark.python": sys.executable,
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={os.path.join(work_dir, 'metastore_db')};create=true",
