@@ -1,5 +1,6 @@
 {#- Post-hook: auto compaction (default) or a full OPTIMIZE of the model's table, per
-    meta.delta_optimize. Renders to '' so no SQL statement is issued. -#}
+    meta.delta_optimize. Renders to '' so no SQL statement is issued.
+    +post-hook: "{{ dbt_delta_optimize.post_hook() }}" -#}
 {% macro post_hook() %}
   {{ return(adapter.dispatch('post_hook', 'dbt_delta_optimize')()) }}
 {% endmacro %}
@@ -12,7 +13,8 @@
   {% endif %}
   {% set settings = config.meta_get('delta_optimize', {}) or {} %}
   {% set result = dbt_delta_optimize._delta_optimize_bridge().run_model(
-      this.schema ~ '.' ~ this.identifier, settings, model=model.name, file_format=config.get('file_format')) %}
-  {% do dbt_delta_optimize._delta_optimize_report(result, settings.get('on_error', 'warn')) %}
+      this.schema ~ '.' ~ this.identifier, settings, model=model.name, file_format=config.get('file_format'),
+      invocation_id=invocation_id, target_path=flags.TARGET_PATH) %}
+  {% do dbt_delta_optimize._delta_optimize_report(result, settings.get('on_error', 'warn') if settings is mapping else 'warn') %}
   {{ return('') }}
 {% endmacro %}

@@ -1,11 +1,13 @@
-{#- Pre-hook: remember the table version before the model writes, so the post-hook's auto
-    compaction looks exactly at this run's commits. Optional; without it the latest commit is used. -#}
+{#- Pre-hook: save the table's version before the model writes (under dbt's target path, keyed by this
+    invocation), so the post-hook's auto compaction looks exactly at this run's commits. Optional;
+    without it the latest commit is used.  +pre-hook: "{{ dbt_delta_optimize.pre_hook() }}" -#}
 {% macro pre_hook() %}
   {{ return(adapter.dispatch('pre_hook', 'dbt_delta_optimize')()) }}
 {% endmacro %}
 
 {% macro default__pre_hook() %}
   {% if not execute or dbt_delta_optimize._delta_optimize_skip_run() %}{{ return('') }}{% endif %}
-  {% do dbt_delta_optimize._delta_optimize_bridge().record_version(this.schema ~ '.' ~ this.identifier) %}
+  {% do dbt_delta_optimize._delta_optimize_bridge().record_version(
+      this.schema ~ '.' ~ this.identifier, invocation_id=invocation_id, target_path=flags.TARGET_PATH) %}
   {{ return('') }}
 {% endmacro %}

@@ -80,9 +80,12 @@ def test_hook_that_skips_reads_the_log_once_and_reports_counts(spark, tables, tm
     monkeypatch.setattr(
         snapshot, "load_snapshot", lambda *a, **k: pytest.fail("no full snapshot load when nothing runs")
     )
-    dbt_bridge.record_version("ddo_names.managed")
+    bridge = dbt_bridge.Bridge()
+    bridge.record_version("ddo_names.managed", invocation_id="names")
     spark.range(10, 12, 1, 1).write.format("delta").mode("append").saveAsTable("ddo_names.managed")
-    r = dbt_bridge.run_model("ddo_names.managed", {"min_num_files": 50}, model="managed", file_format="delta")
+    r = bridge.run_model(
+        "ddo_names.managed", {"min_num_files": 50}, model="managed", file_format="delta", invocation_id="names"
+    )
     assert r["status"] == "skipInsufficientFiles", r
     assert r["files_before"] == r["files_after"] == 3 and r["bytes_before"] == r["bytes_after"] > 0
     assert len(reads) == 1

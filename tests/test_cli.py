@@ -3,8 +3,10 @@ picks up the test session) and, for what needs no Spark, as the installed consol
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +50,7 @@ def test_optimize_json_prints_metrics(spark, table):
     assert (m["numFilesAdded"], m["numFilesRemoved"], m["numBins"], m["partitionsOptimized"]) == (3, 6, 3, 3)
     assert m["filesRemoved"]["totalFiles"] == 6 and m["committedVersions"] == [versions[-1] + 1]
     assert m["endTimeMs"] >= m["startTimeMs"] > 0
+    assert_camel_case(m)
     assert log_versions(table) == [*versions, versions[-1] + 1]
     assert counts(table) == {(0,): 1, (1,): 1, (2,): 1}
     assert_same_rows(spark, table, before)
@@ -65,7 +68,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(spark, table):
     r = run("optimize", table, "--dry-run")
     assert r.exit_code == 0, r.stderr
     assert "3 bin(s) in 3 partition(s)" in r.stdout and "6 of 6 file(s)" in r.stdout
-    assert "part=0: 1 bin(s), 2 files" in r.stdout
+    assert re.search(r"^part=0 +1 +2 +[0-9.]+ (B|KiB)$", r.stdout, re.M), r.stdout  # partition, bins, files, size
     assert log_snapshot(table) == log0 and data_files(table) == files0
 
 
@@ -159,7 +162,7 @@ def test_console_script_help_and_config_error_without_spark(tmp_path):
         [SCRIPT, "optimize", str(tmp_path), "--max-threads", "0"], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 2
-    assert r.stderr.startswith("error:") and "max_threads" in r.stderr
+    assert r.stderr.startswith("error:") and "--max-threads" in r.stderr and r.stderr.count("\n") == 1
 
 
 DRY_RUN_WITHOUT_SPARK = """
@@ -185,10 +188,58 @@ def test_dry_run_on_a_path_starts_no_jvm(table):
 
 def test_errors_are_one_line_unless_debug(tmp_path):
     missing = str(tmp_path / "missing")
-    r = CliRunner().invoke(cli, ["optimize", missing, "--dry-run"])
-    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    for args in (["optimize", missing, "--dry-run"], ["info", missing], ["history", missing], ["health", missing]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 2, (args, r.stderr)
+        assert r.stderr.startswith("error: Table path") and r.stderr.count("\n") == 1, r.stderr
+        assert "Traceback" not in r.stderr and r.stdout == ""
     r = CliRunner().invoke(cli, ["--debug", "optimize", missing, "--dry-run"])
     assert r.exit_code == 2 and "Traceback" in r.stderr and "TableNotFoundError" in r.stderr
+    assert r.stderr.rstrip().splitlines()[-1].startswith("error: Table path")
+
+
+def test_debug_prints_the_cause_chain(tmp_path):
+    """A log deltalake cannot read: our error names the table; --debug adds deltalake's own error below it."""
+    path = write_table(tmp_path / "t", 2)
+    with open(os.path.join(path, "_delta_log", f"{1:020d}.json"), "w") as fh:
+        fh.write("{not json\n")
+    r = CliRunner().invoke(cli, ["info", path])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "Kernel error" not in r.stderr and "Traceback" not in r.stderr
+    r = CliRunner().invoke(cli, ["--debug", "info", path])
+    assert r.exit_code == 2
+    assert "The above exception was the direct cause of the following exception" in r.stderr, r.stderr
+    assert "CorruptLogError" in r.stderr
+
+
+def test_unexpected_errors_name_the_type_and_first_line_only(tmp_path, monkeypatch):
+    from dbt_delta_optimize.cli import inspect as cli_inspect
+
+    def boom(_table):
+        raise RuntimeError("Kernel error: it broke\n\tat org.apache.spark.SomeClass.method(SomeClass.scala:42)")
+
+    monkeypatch.setattr(cli_inspect, "_summary", boom)
+    r = CliRunner().invoke(cli, ["info", str(tmp_path)])
+    assert r.exit_code == 1
+    assert r.stderr == "error: RuntimeError: it broke (run with --debug for details)\n"
+    r = CliRunner().invoke(cli, ["--debug", "info", str(tmp_path)])
+    assert r.exit_code == 1 and "Traceback" in r.stderr and "SomeClass.scala:42" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["optimize", "t", "--max-threads", "0"], "'--max-threads': 0 is not in the range"),
+        (["optimize", "t", "--min-file-size", "lots"], "--min-file-size"),
+        (["optimize", "t", "--files"], "--files lists the files of a plan"),
+        (["optimize"], "Missing argument 'TABLE'"),
+        (["no-such-command"], "No such command"),
+    ],
+)
+def test_usage_errors_are_one_line_too(args, needle):
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
 
 
 def test_corrupt_log_is_a_clear_error_with_exit_2(table):
@@ -198,3 +249,149 @@ def test_corrupt_log_is_a_clear_error_with_exit_2(table):
         fh.write("{not json\n")
     r = CliRunner().invoke(cli, ["optimize", table, "--dry-run"])
     assert r.exit_code == 2 and "is corrupt" in r.stderr and "Kernel error" not in r.stderr
+
+
+# ----------------------------------------------------------------------------- without Spark
+def write_table(path, partitions: int, files: int = 2) -> str:
+    """``files`` appends by deltalake, each one small file in each of ``partitions`` partitions."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    for i in range(files):
+        data = pa.table({"id": list(range(partitions)), "part": list(range(partitions)), "v": [f"v{i}"] * partitions})
+        write_deltalake(str(path), data, partition_by=["part"], mode="append")
+    return str(path)
+
+
+#: Keys whose values are data (column names, table properties), not keys of our JSON shapes.
+DATA_MAPS = {"partitionValues", "configuration", "partitionTypes", "partition"}
+CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
+
+
+def assert_camel_case(value, where="$"):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            assert CAMEL.match(k), f"{where}.{k} is not camelCase"
+            if k not in DATA_MAPS:
+                assert_camel_case(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            assert_camel_case(v, f"{where}[{i}]")
+
+
+def test_json_of_every_command_is_camel_case(tmp_path):
+    from deltalake import DeltaTable
+
+    path = write_table(tmp_path / "t", 3)
+    DeltaTable(path).optimize.compact()  # an OPTIMIZE commit (delta-rs) for validate
+    write_table(path, 3)
+    outputs = {}
+    for args in (
+        ["info", path],
+        ["optimize", path, "--dry-run"],
+        ["optimize", path, "--dry-run", "--files"],
+        ["history", path],
+        ["health", path],
+        ["validate", path],
+        ["auto-compact", path, "--respect-config"],
+        ["jars"],
+    ):
+        r = CliRunner().invoke(cli, [*args, "--json"])
+        assert r.exit_code == 0, (args, r.stderr)
+        outputs[" ".join(args[:1] + [a for a in args[2:] if a.startswith("--")])] = out = json.loads(r.stdout)
+        assert_camel_case(out)
+    assert outputs["optimize --dry-run"]["numBins"] == 3 and "bins" not in outputs["optimize --dry-run"]
+    assert [len(b["paths"]) for b in outputs["optimize --dry-run --files"]["bins"]] == [3, 3, 3]
+    assert outputs["validate"]["ok"] is True and outputs["validate"]["operation"] == "OPTIMIZE"
+    assert [e["operation"] for e in outputs["history"]] == ["WRITE", "WRITE", "OPTIMIZE", "WRITE", "WRITE"]
+    assert outputs["auto-compact --respect-config"]["status"] == "disabled"
+    assert outputs["info"]["numFiles"] == 9 and outputs["jars"]["jars"]
+    with pytest.raises(AssertionError, match="not camelCase"):
+        assert_camel_case({"ok": [{"files_before": 1}]})
+
+
+def test_info_prints_a_readable_summary(tmp_path):
+    path = write_table(tmp_path / "t", 53, files=1)
+    r = CliRunner().invoke(cli, ["info", path])
+    assert r.exit_code == 0, r.stderr
+    out = r.stdout
+    assert "Snapshot(" not in out and "{" not in out
+    assert re.search(r"^version +0$", out, re.M)
+    assert re.search(r"^protocol +reader 1, writer 2; no table features$", out, re.M), out
+    assert re.search(r"^partitioned by +part$", out, re.M)
+    assert re.search(r"^files +53 \([0-9.]+ KiB\)$", out, re.M)
+    assert re.search(r"^part=0 +1 +[0-9.]+ (B|KiB)$", out, re.M)
+    shown = re.findall(r"^part=\d+ ", out, re.M)
+    assert len(shown) == 50 and re.search(r"^\+3 more partition\(s\)$", out, re.M), out
+    assert not any(line != line.rstrip() for line in out.splitlines()), "no trailing padding in plain output"
+
+
+def test_dry_run_text_lists_files_only_with_files_flag(tmp_path):
+    path = write_table(tmp_path / "t", 2)
+    plain = CliRunner().invoke(cli, ["optimize", path, "--dry-run"]).stdout
+    with_files = CliRunner().invoke(cli, ["optimize", path, "--dry-run", "--files"]).stdout
+    assert ".parquet" not in plain and "2 bin(s) in 2 partition(s), 4 of 4 file(s)" in plain
+    assert len(re.findall(r"^part=\d +part=\d/\S+\.parquet$", with_files, re.M)) == 4, with_files
+
+
+def test_progress_bar_labels_bins_as_bins_and_bytes_as_sizes():
+    from rich.console import Console
+
+    from dbt_delta_optimize.cli.progress import OptimizeProgress
+
+    buf = io.StringIO()
+    with OptimizeProgress(Console(file=buf, force_terminal=True, width=120, color_system=None)) as progress:
+        progress(1, 3, 1024, 3 * 1024 * 1024)
+        progress(3, 3, 3 * 1024 * 1024, 3 * 1024 * 1024)
+    screens = [s for s in re.split(r"[\r\n]", re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buf.getvalue())) if "bins" in s]
+    assert "1/3 bins" in screens[0] and "1.0 KiB of 3.0 MiB" in screens[0], screens
+    assert "3/3 bins" in screens[-1] and "3.0 MiB of 3.0 MiB" in screens[-1], screens
+    assert "bytes" not in buf.getvalue()
+    silent = OptimizeProgress(None)
+    with silent:
+        silent(1, 1, 1, 1)  # no console: nothing to draw, no error
+
+
+def test_sizes_use_binary_units():
+    from dbt_delta_optimize.cli.format import human_size
+
+    assert [human_size(n) for n in (None, 0, 1023, 1024, 1536, 128 * 2**20, 2**30, 5 * 2**40)] == [
+        "-",
+        "0 B",
+        "1023 B",
+        "1.0 KiB",
+        "1.5 KiB",
+        "128.0 MiB",
+        "1.0 GiB",
+        "5.0 TiB",
+    ]
+
+
+def test_logging_is_configured_by_global_options_and_restored(tmp_path):
+    import logging
+
+    ours = logging.getLogger("dbt_delta_optimize")
+    before = (ours.level, ours.propagate, list(ours.handlers))
+    seen = {}
+
+    def spy(_table):
+        seen["level"] = ours.getEffectiveLevel()
+        seen["handlers"] = [type(h).__name__ for h in ours.handlers]
+        logging.getLogger("dbt_delta_optimize.api").info("visible with -v")
+        return {}
+
+    from dbt_delta_optimize.cli import inspect as cli_inspect
+
+    real = cli_inspect._summary
+    cli_inspect._summary = spy
+    try:
+        r = CliRunner().invoke(cli, ["-v", "info", str(tmp_path), "--json"])
+        assert r.exit_code == 0 and seen == {"level": logging.INFO, "handlers": ["RichHandler"]}
+        assert "visible with -v" in r.stderr
+        CliRunner().invoke(cli, ["--debug", "info", str(tmp_path), "--json"])
+        assert seen["level"] == logging.DEBUG
+        CliRunner().invoke(cli, ["info", str(tmp_path), "--json"])
+        assert seen["level"] == logging.WARNING
+    finally:
+        cli_inspect._summary = real
+    assert (ours.level, ours.propagate, list(ours.handlers)) == before

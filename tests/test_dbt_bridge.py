@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -47,19 +50,44 @@ def test_modules_context_property_reads_the_wrapped_function():
 @pytest.mark.parametrize(
     "settings,needle",
     [
-        ({"mode": "sometimes"}, "mode must be one of"),
-        ({"on_error": "explode"}, "on_error must be warn or fail"),
+        ({"mode": "sometimes"}, "mode must be one of auto, optimize, never"),
+        ({"on_error": "explode"}, "on_error must be one of warn, fail"),
         ({"zorder_by": 3}, "zorder_by must be a string or a list"),
+        ({"where": 5}, "where must be a string or a list of strings"),
+        ({"where": ["a = 1", 2]}, "where must be a string or a list of strings"),
+        ({"curve": "peano"}, "curve must be one of zorder, hilbert"),
+        ({"min_file_size": True}, "min_file_size must be a size"),
+        ({"max_file_size": "lots"}, "meta.delta_optimize.max_file_size"),
+        ({"min_num_files": 0}, "min_num_files must be a whole number >= 1"),
+        ({"min_num_files": "3.5"}, "min_num_files must be a whole number >= 1"),
+        ({"skip": "yes"}, "skip must be true or false"),
         ({"min_files": 3}, "Unknown meta.delta_optimize setting"),
+        (["mode", "auto"], "meta.delta_optimize must be a mapping"),
     ],
 )
 def test_invalid_model_settings_fail_softly_with_a_clear_message(tmp_path, monkeypatch, settings, needle):
-    from dbt_delta_optimize.dbt import bridge as dbt_bridge
+    from dbt_delta_optimize.dbt.bridge import Bridge
 
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path))
-    result = dbt_bridge.run_model("s.t", settings, model="m")
-    assert result["status"] == "failed" and needle in result["error"]
+    result = Bridge().run_model("s.t", settings, model="m", invocation_id="inv")
+    assert result["status"] == "failed" and needle in result["error"], result["error"]
+    assert result["error"].startswith("InvalidArgumentError") or result["error"].startswith("InvalidConfigError")
     assert json.loads((tmp_path / "delta_optimize_results.json").read_text())[-1]["error"] == result["error"]
+
+
+def test_valid_settings_are_normalised():
+    from dbt_delta_optimize.dbt.settings import ModelSettings, parse_operation_args, parse_settings
+
+    s = parse_settings(
+        {"mode": "optimize", "where": "d > 1", "zorder_by": "a, b", "min_file_size": "1m", "min_num_files": "3"}
+    )
+    assert s == ModelSettings(
+        mode="optimize", where=("d > 1",), zorder_by=("a", "b"), min_file_size=2**20, min_num_files=3
+    )
+    assert parse_settings(None) == parse_settings({}) == ModelSettings()
+    assert parse_operation_args(["a = 1"], None, True).where == ("a = 1",)
+    with pytest.raises(ValueError, match="dry_run must be true or false"):
+        parse_operation_args(None, None, "yes")
 
 
 def test_skip_and_non_delta_are_skipped_without_touching_spark(tmp_path, monkeypatch):
@@ -67,7 +95,100 @@ def test_skip_and_non_delta_are_skipped_without_touching_spark(tmp_path, monkeyp
 
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path))
     monkeypatch.setattr(dbt_bridge, "_spark", lambda: pytest.fail("Spark must not be needed to skip"))
-    assert dbt_bridge.run_model("s.t", {"skip": True})["status"] == "skipped"
-    assert dbt_bridge.run_model("s.t", {"mode": "never"})["status"] == "skipped"
-    r = dbt_bridge.run_model("s.t", {}, file_format="parquet")
+    b = dbt_bridge.Bridge()
+    assert b.run_model("s.t", {"skip": True})["status"] == "skipped"
+    assert b.run_model("s.t", {"mode": "never"})["status"] == "skipped"
+    r = b.run_model("s.t", {}, file_format="parquet")
     assert r["status"] == "skipped" and "parquet" in r["line"]
+    r = b.run_operation("s.t", dry_run="yes")
+    assert r["status"] == "failed" and "dry_run must be true or false" in r["error"]
+
+
+def test_concurrent_results_keep_every_entry(tmp_path):
+    """dbt --threads: 200 hook calls from 16 threads at once; every record lands, no temp file is left."""
+    from dbt_delta_optimize.dbt.bridge import Bridge
+
+    bridge = Bridge()
+    start = threading.Barrier(16)
+
+    def call(i: int) -> dict:
+        if i < 16:
+            start.wait()
+        return bridge.run_model(f"s.t{i}", {"skip": True}, invocation_id="inv-1", target_path=str(tmp_path))
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        returned = list(pool.map(call, range(200)))
+    saved = json.loads((tmp_path / "delta_optimize_results.json").read_text())
+    assert len(returned) == len(saved) == 200
+    assert sorted(r["table"] for r in saved) == sorted(f"s.t{i}" for i in range(200))
+    assert {r["invocation_id"] for r in saved} == {"inv-1"}
+    assert os.listdir(tmp_path) == ["delta_optimize_results.json"]
+
+
+def test_results_file_holds_the_current_invocation_only(tmp_path):
+    from dbt_delta_optimize.dbt.bridge import Bridge
+
+    bridge = Bridge()
+    for inv, n in (("first", 3), ("second", 2)):
+        for i in range(n):
+            bridge.run_model(f"s.{inv}{i}", {"skip": True}, invocation_id=inv, target_path=str(tmp_path))
+    saved = json.loads((tmp_path / "delta_optimize_results.json").read_text())
+    assert [r["table"] for r in saved] == ["s.second0", "s.second1"]
+
+
+def test_target_path_follows_dbt_flags_then_env(tmp_path, monkeypatch):
+    import argparse
+
+    import dbt.flags
+
+    from dbt_delta_optimize.dbt import target_files
+
+    monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path / "env"))
+    assert target_files.target_path(str(tmp_path / "explicit")) == str(tmp_path / "explicit")
+    monkeypatch.setattr(
+        dbt.flags, "get_flags", lambda: argparse.Namespace(TARGET_PATH="custom", PROJECT_DIR=str(tmp_path))
+    )
+    assert target_files.target_path(None) == str(tmp_path / "custom")  # --target-path, under the project
+    monkeypatch.setattr(dbt.flags, "get_flags", lambda: argparse.Namespace(TARGET_PATH=None, PROJECT_DIR=str(tmp_path)))
+    assert target_files.target_path(None) == str(tmp_path / "env")
+    monkeypatch.delenv("DBT_TARGET_PATH")
+    assert target_files.target_path(None) == str(tmp_path / "target")
+
+
+def test_pre_hook_version_reaches_the_post_hook_of_the_same_invocation_only(tmp_path, monkeypatch):
+    """The pre-hook's version goes through a file under the target path, keyed by the invocation id."""
+    from dbt_delta_optimize.dbt import bridge as dbt_bridge
+    from dbt_delta_optimize.plan.autocompact import AutoCompactResult
+
+    table = str(tmp_path / "t")
+    _write(table, 2)
+    monkeypatch.setattr(dbt_bridge, "_table_location", lambda name: (table, None))
+    seen: list = []
+
+    def auto_compact(location, since, settings):
+        seen.append(since)
+        return AutoCompactResult(location, "skipInsufficientFiles", "too few", since, (2,), (), ())
+
+    monkeypatch.setattr(dbt_bridge, "_auto_compact", auto_compact)
+    b = dbt_bridge.Bridge()
+    files = b.files("inv-a", str(tmp_path / "target"))
+    b.record_version("s.t", invocation_id="inv-a", target_path=files.target_path)
+    with open(files.versions_path) as fh:
+        assert json.load(fh) == {"invocation_id": "inv-a", "versions": {"s.t": 1}}
+    assert b.files("inv-b", files.target_path).pop_version("s.t") is None  # another invocation sees nothing
+    _write(table, 1)  # the model's write
+    r = b.run_model("s.t", {}, invocation_id="inv-a", target_path=files.target_path)
+    assert seen == [1] and r["status"] == "skipInsufficientFiles" and r["files_before"] == r["files_after"] == 3
+    b.run_model("s.t", {}, invocation_id="inv-a", target_path=files.target_path)
+    assert seen == [1, None]  # read once: without a pre-hook the latest commit is the trigger
+    monkeypatch.setattr(dbt_bridge, "_table_location", lambda name: (None, "skipped: missing"))
+    b.record_version("s.new", invocation_id="inv-a", target_path=files.target_path)
+    assert files.pop_version("s.new") == -1  # no table before the first build
+
+
+def _write(path: str, commits: int) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    for i in range(commits):
+        write_deltalake(path, pa.table({"id": [i]}), mode="append")

@@ -47,9 +47,22 @@ def dbt(env, *args: str) -> str:
     return out
 
 
-def results(env) -> list[dict]:
-    path = env["work"] / "target" / "delta_optimize_results.json"
-    return json.loads(path.read_text()) if path.exists() else []
+def dbt_fails(env, *args: str) -> str:
+    proc = subprocess.run([DBT, *args], cwd=PROJECT, env=env["env"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode != 0, f"dbt {' '.join(args)} should have failed"
+    return proc.stdout + proc.stderr
+
+
+def results(env, target: str = "target") -> list[dict]:
+    """The results file: the records of the latest invocation that wrote one, all of that invocation."""
+    path = env["work"] / target / "delta_optimize_results.json"
+    records = json.loads(path.read_text()) if path.exists() else []
+    assert len({r["invocation_id"] for r in records}) <= 1, "records of an earlier invocation were kept"
+    return records
+
+
+def invocation_id(env) -> str:
+    return json.loads((env["work"] / "target" / "run_results.json").read_text())["metadata"]["invocation_id"]
 
 
 def table(env, name: str) -> str:
@@ -84,6 +97,9 @@ def test_dbt_package_end_to_end(env):
     # Run 1: every macro path in one `dbt run`.
     out = dbt(env, "run", "--vars", "{batch: 0}")
     first = {r["table"]: r for r in results(env)}
+    assert len(first) == 5 and {r["invocation_id"] for r in first.values()} == {invocation_id(env)}
+    pre_hook = json.loads((env["work"] / "target" / "delta_optimize_versions.json").read_text())
+    assert pre_hook == {"invocation_id": invocation_id(env), "versions": {}}  # every saved version was used
     inc = table(env, "events_incremental")
     assert first["ddo_it.events_incremental"]["status"] == "skipInsufficientFiles"  # a first write does not compact
     assert optimize_commits(inc) == []
@@ -105,8 +121,9 @@ def test_dbt_package_end_to_end(env):
 
     # Run 2: the incremental model's partitions now hold enough small files: auto compaction, auto=true.
     dbt(env, "run", "-s", "events_incremental", "--vars", "{batch: 1}")
-    r = results(env)[-1]
+    (r,) = results(env)  # this invocation's record only
     assert r["table"] == "ddo_it.events_incremental" and r["status"] == "runOnModifiedPartitions"
+    assert r["auto_compact"]["sinceVersion"] == 0  # the pre-hook's version, handed over through the target path
     (ac,) = optimize_commits(inc)
     assert str(ac["operationParameters"]["auto"]).lower() == "true"
     assert set(files_per_partition(inc).values()) == {1}
@@ -119,7 +136,7 @@ def test_dbt_package_end_to_end(env):
     assert len(optimize_commits(inc)) == before and max(files_per_partition(inc).values()) > 1
 
     # run-operation: dry run plans and writes nothing; a real run compacts; non-Delta and skip: true are noted.
-    n_results = len(results(env))
+    previous = {x["invocation_id"] for x in results(env)}
     version = DeltaTable(inc).version()
     dbt(
         env,
@@ -128,13 +145,17 @@ def test_dbt_package_end_to_end(env):
         "--args",
         "{select: 'events_incremental parquet_model skipped_model', dry_run: true}",
     )
-    new = results(env)[n_results:]
+    new = results(env)
+    assert {x["invocation_id"] for x in new}.isdisjoint(previous)
     by_table = {x["table"]: x for x in new}
     assert {t: x["status"] for t, x in by_table.items()} == {
         "ddo_it.events_incremental": "planned",
         "ddo_it.parquet_model": "skipped",
     }  # skipped_model (meta skip: true) is only logged
-    assert by_table["ddo_it.events_incremental"]["plan"]["numBins"] >= 1 and DeltaTable(inc).version() == version
+    plan = by_table["ddo_it.events_incremental"]["plan"]
+    assert plan["numBins"] >= 1 and plan["partitionsToRewrite"] and "bins" not in plan  # no file lists
+    assert DeltaTable(inc).version() == version
+    assert "needs select" in dbt_fails(env, "run-operation", "optimize")  # bad arguments: a compiler error
     out = dbt(env, "run-operation", "optimize", "--args", "{select: events_incremental}")
     assert "delta_optimize ddo_it.events_incremental: optimize" in out
     assert set(files_per_partition(inc).values()) == {1}
@@ -142,16 +163,21 @@ def test_dbt_package_end_to_end(env):
     assert str(last["operationParameters"]["auto"]).lower() == "false"
     assert DeltaTable(inc).to_pyarrow_table().num_rows == 3 * n
 
-    # on-run-end variant: hooks off, one pass at the end of the run.
-    for batch in (3, 4):
+    # on-run-end variant: hooks off, one pass at the end of the run; the last one with --target-path.
+    for batch, target in ((3, "target"), (4, "target_flag")):
         dbt(
             env,
             "run",
             "-s",
             "events_incremental",
+            "--target-path",
+            str(env["work"] / target),
             "--vars",
             f"{{batch: {batch}, use_post_hooks: false, use_on_run_end: true}}",
         )
-    assert results(env)[-1]["status"] == "runOnModifiedPartitions"
+    (last,) = results(env, "target_flag")
+    assert last["status"] == "runOnModifiedPartitions"
+    (third,) = results(env)  # batch 3's record: the file under the default target path was rewritten for that run
+    assert third["status"] == "runOnModifiedPartitions" and third["invocation_id"] != last["invocation_id"]
     assert set(files_per_partition(inc).values()) == {1}
     assert DeltaTable(inc).to_pyarrow_table().num_rows == 5 * n

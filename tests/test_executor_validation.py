@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from dbt_delta_optimize.api import optimize
-from dbt_delta_optimize.engine import executor as ex
+from dbt_delta_optimize.engine import bin_rewriter as br
 from dbt_delta_optimize.errors import ValidationError
 from tests.helpers import assert_same_rows, data_files, log_snapshot, rows_spark
 
@@ -23,13 +23,13 @@ def test_bad_planned_add_is_caught_before_the_commit_and_nothing_is_written(spar
     path = str(tmp_path / "t")
     _table(spark, path)
     before_rows, before_log, before_files = rows_spark(spark, path), log_snapshot(path), data_files(path)
-    real = ex.OptimizeExecutor._add_file
+    real = br.BinRewriter._add_file
 
     def wrong_size(self, *a, **k):
         add = real(self, *a, **k)
         return dataclasses.replace(add, size=add.size + 1)  # a size the file does not have
 
-    monkeypatch.setattr(ex.OptimizeExecutor, "_add_file", wrong_size)
+    monkeypatch.setattr(br.BinRewriter, "_add_file", wrong_size)
     with pytest.raises(ValidationError, match="add_size_mismatch"):
         optimize(spark, path)
     assert log_snapshot(path) == before_log

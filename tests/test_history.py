@@ -167,10 +167,12 @@ def test_cli_history(mixed, tmp_path):
     res = run_cli("history", mixed)
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert len(lines) == 13
-    assert "OPTIMIZE" in lines[2] and "dbt-delta-optimize" in lines[2] and "where" in lines[2]
-    assert "zOrderBy=id" in lines[7] and "auto=false" in lines[7]
-    assert "auto=true" in lines[5]
+    assert len(lines) == 2 + 13 and lines[0].split()[:4] == ["version", "time", "operation", "engine"], res.stdout
+    rows = {int(line.split()[0]): line for line in lines[2:]}
+    assert sorted(rows) == list(range(13))
+    assert "OPTIMIZE" in rows[10] and "dbt-delta-optimize" in rows[10] and "where" in rows[10]
+    assert "zOrderBy=id" in rows[5] and "auto=false" in rows[5]
+    assert "auto=true" in rows[7]
     res = run_cli("history", str(tmp_path / "missing"))
     assert res.exit_code == 2 and res.stderr.startswith("error:")
     res = run_cli("history", mixed, "--limit", "0")

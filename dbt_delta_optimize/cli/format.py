@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["MAX_ROWS", "console", "echo_json", "human_size", "partition_label", "print_table", "table"]
+__all__ = ["MAX_ROWS", "console", "echo_json", "human_size", "make_table", "partition_label", "print_table"]
 
 #: Rows a table shows before it is cut with "+N more" (--json always has everything).
 MAX_ROWS = 50
@@ -55,7 +55,7 @@ def console(*, stderr: bool = False) -> Console:
     return Console(file=stream, highlight=False, soft_wrap=not terminal, width=None if terminal else 200)
 
 
-def table(*columns: str, right: Iterable[str] = ()) -> Table:
+def make_table(*columns: str, right: Iterable[str] = ()) -> Table:
     """A borderless table with a header; the columns named in ``right`` (numbers) aligned right."""
     from rich import box
     from rich.table import Table
@@ -73,7 +73,13 @@ def print_table(out: Table, rows: Sequence[Sequence[str]], *, limit: int = MAX_R
         out.add_row(*row)
     if len(rows) > limit:
         out.add_row(f"+{len(rows) - limit} more {what}(s)", *([""] * (len(out.columns) - 1)))
-    console().print(out)
+    con = console()
+    if con.is_terminal:
+        con.print(out)
+        return
+    with con.capture() as captured:  # plain text: without the padding rich adds after the last column
+        con.print(out)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
 def echo_json(value: Any) -> None:

@@ -1,50 +1,148 @@
-"""Read-only CLI commands: ``validate``, ``health`` and ``history``.
+"""Read-only CLI commands: ``info``, ``validate``, ``health`` and ``history``.
 
-Standalone click commands, registered on the main group with ``cli.add_command(...)``. None of
-them needs Spark for a table given as a path (a catalog name starts the session to resolve it).
+None of them needs Spark for a table given as a path (a catalog name starts the session to
+resolve it). Each calls the core in one place (``_summary``, ``_validate``, ``_health``,
+``_history``) and renders the dict it returns: as JSON with ``--json``, else as text and tables.
 Exit status: 0 success (and, for validate, a clean commit), 1 findings or an unexpected failure,
 2 bad input (missing table or version, invalid argument).
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import run as _run
+from .common import BoundaryCommand, location
 from .common import size_option as _size
-from .format import human_size
+from .format import echo_json, human_size, make_table, print_table
 
-__all__ = ["health", "history", "inspect_commands", "validate"]
+if TYPE_CHECKING:
+    from ..inspect.findings import ValidationReport
 
-
-def _location(table: str) -> str:
-    """A path as is; a catalog name through the Spark session (started only then)."""
-    from ..engine.session import get_spark, is_path, resolve_table
-
-    return table if is_path(table) else resolve_table(table, get_spark())
+__all__ = ["health", "history", "info", "inspect_commands", "validate"]
 
 
-@click.command()
+# ----------------------------------------------------------------------------- info
+def _summary(table_name: str) -> dict[str, Any]:
+    from ..delta.snapshot import load_snapshot, summarize
+
+    return summarize(load_snapshot(location(table_name)))
+
+
+def _protocol_text(p: dict[str, Any]) -> str:
+    text = f"reader {p['minReaderVersion']}, writer {p['minWriterVersion']}"
+    features = sorted({*(p.get("readerFeatures") or ()), *(p.get("writerFeatures") or ())})
+    return text + (f"; features: {', '.join(features)}" if features else "; no table features")
+
+
+def _print_info(s: dict[str, Any]) -> None:
+    head = make_table("", "")
+    head.show_header = False
+    rows = [
+        ["table", str(s["location"])],
+        ["version", str(s["version"])],
+        ["protocol", _protocol_text(s["protocol"])],
+        ["partitioned by", ", ".join(s["partitionColumns"]) or "nothing"],
+        ["columns", str(s["numColumns"])],
+        ["files", f"{s['numFiles']} ({human_size(s['sizeBytes'])})"],
+    ]
+    if s["configuration"]:
+        rows.append(["properties", ", ".join(f"{k}={v}" for k, v in sorted(s["configuration"].items()))])
+    print_table(head, rows)
+    parts = s["partitions"]
+    if s["partitionColumns"] and parts:
+        rows = [[p["partition"], str(p["numFiles"]), human_size(p["sizeBytes"])] for p in parts]
+        print_table(make_table("partition", "files", "size", right=("files", "size")), rows, what="partition")
+
+
+@click.command(cls=BoundaryCommand)
+@click.argument("table")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def info(table: str, as_json: bool) -> None:
+    """Summarize TABLE's latest snapshot: version, protocol, partitions, files (no Spark for paths)."""
+    summary = _summary(table)
+    if as_json:
+        echo_json(summary)
+    else:
+        _print_info(summary)
+
+
+# ----------------------------------------------------------------------------- validate
+def _validate(table_name: str, version: int | None) -> ValidationReport:
+    from ..inspect.validate import validate_commit
+
+    return validate_commit(location(table_name), version)
+
+
+@click.command(cls=BoundaryCommand)
 @click.argument("table")
 @click.option("--version", "version", type=click.IntRange(min=0), help="Commit to check (default: the latest).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def validate(table: str, version: int | None, as_json: bool) -> None:
     """Validate a data-rearranging commit (OPTIMIZE) of TABLE: exit 0 if clean, 1 with findings."""
-    from ..inspect.validate import validate_commit
-
-    report = _run(lambda: validate_commit(_location(table), version))
+    report = _validate(table, version)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        echo_json(report.to_dict())
     else:
         click.echo(report.describe())
     sys.exit(0 if report.ok else 1)
 
 
-@click.command()
+# ----------------------------------------------------------------------------- health
+def _health(table_name: str, compare_version: int | None, min_file_size: int | None) -> dict[str, Any]:
+    from ..inspect.health import health_report
+
+    return health_report(location(table_name), compare_version=compare_version, min_file_size=min_file_size)
+
+
+def _write_html(report: dict[str, Any], path: str) -> None:
+    from ..inspect.health import render_html
+
+    render_html(report, path)
+
+
+def _state_line(r: dict[str, Any], label: str) -> str:
+    small = r["smallFiles"]
+    return (
+        f"{label}version {r['version']}: {r['numFiles']} files, {human_size(r['sizeBytes'])} in "
+        f"{r['numPartitions']} partition(s); small files: {small['optimize']} (optimize), "
+        f"{small['autoCompact']} (auto compaction)"
+    )
+
+
+def _print_health(report: dict[str, Any]) -> None:
+    click.echo(report["table"])
+    if report.get("compare") is not None:
+        click.echo(_state_line(report["compare"], "before: "))
+        click.echo(_state_line(report, "after:  "))
+    else:
+        click.echo(_state_line(report, ""))
+    rows = [
+        [
+            p["partition"],
+            str(p["numFiles"]),
+            human_size(p["sizeBytes"]),
+            str(p["smallFiles"]["optimize"]),
+            str(p["smallFiles"]["autoCompact"]),
+            p["zOrder"]["state"],
+        ]
+        for p in report["partitions"]
+    ]
+    columns = ("partition", "files", "size", "small (optimize)", "small (auto compaction)", "Z-order")
+    print_table(make_table(*columns, right=columns[1:5]), rows, what="partition")
+    plan = report["optimize"]
+    click.echo(
+        f"optimize would rewrite {plan['filesToRewrite']} of {plan['consideredFiles']} file(s) "
+        f"({human_size(plan['bytesToRewrite'])}) in {plan['numBins']} bin(s)"
+    )
+    auto = report.get("autoCompact")
+    if isinstance(auto, dict) and auto.get("status"):
+        click.echo(f"auto compaction would decide {auto['status']}: {auto.get('reason', '')}")
+
+
+@click.command(cls=BoundaryCommand)
 @click.argument("table")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -58,70 +156,62 @@ def health(
     table: str, as_json: bool, html_path: str | None, compare_version: int | None, min_file_size: int | None
 ) -> None:
     """Health of TABLE: files and small files per partition, size histogram, Z-order state, OPTIMIZE plan."""
-    from ..inspect.health import health_report, render_html
-
-    report = _run(lambda: health_report(_location(table), compare_version=compare_version, min_file_size=min_file_size))
+    report = _health(table, compare_version, min_file_size)
     if html_path:
-        _run(lambda: render_html(report, html_path))
+        _write_html(report, html_path)
     if as_json:
-        click.echo(json.dumps(report, indent=2, default=str))
+        echo_json(report)
         return
-
-    def line(r: dict[str, Any], label: str) -> str:
-        return (
-            f"{label}version {r['version']}: {r['numFiles']} files, {human_size(r['sizeBytes'])} in "
-            f"{r['numPartitions']} partition(s); small files: {r['smallFiles']['optimize']} (optimize), "
-            f"{r['smallFiles']['autoCompact']} (auto compaction)"
-        )
-
-    click.echo(f"{report['table']}")
-    if report["compare"] is not None:
-        click.echo(line(report["compare"], "before: "))
-        click.echo(line(report, "after:  "))
-    else:
-        click.echo(line(report, ""))
-    for p in report["partitions"]:
-        click.echo(
-            f"  {p['partition']}: {p['numFiles']} files, {human_size(p['sizeBytes'])}, "
-            f"{p['smallFiles']['optimize']} small, Z-order {p['zOrder']['state']}"
-        )
-    plan = report["optimize"]
-    click.echo(
-        f"optimize would rewrite {plan['filesToRewrite']} of {plan['consideredFiles']} file(s) "
-        f"({human_size(plan['bytesToRewrite'])}) in {plan['numBins']} bin(s)"
-    )
+    _print_health(report)
     if html_path:
         click.echo(f"wrote {html_path}")
 
 
-@click.command()
+# ----------------------------------------------------------------------------- history
+def _history(table_name: str, limit: int) -> list[dict[str, Any]]:
+    from ..inspect.history import history as load_history
+
+    return load_history(location(table_name), limit)
+
+
+def _details(e: dict[str, Any]) -> str:
+    if e["operation"] != "OPTIMIZE":
+        return ""
+    extra = [f"auto={str(e['auto']).lower()}"]
+    if e["zOrderBy"]:
+        extra.append(f"zOrderBy={','.join(e['zOrderBy'])}")
+    elif e["zOrder"]:
+        extra.append("zOrder")
+    if e["predicate"]:
+        extra.append(f"where {' AND '.join(e['predicate'])}")
+    return " ".join(extra)
+
+
+def _history_row(e: dict[str, Any]) -> list[str]:
+    return [
+        str(e["version"]),
+        e["time"] or "-",
+        str(e["operation"] or "-"),
+        str(e["engine"]),
+        f"-{e['filesRemoved']} +{e['filesAdded']}",
+        f"-{human_size(e['bytesRemoved'])} +{human_size(e['bytesAdded'])}",
+        _details(e),
+    ]
+
+
+@click.command(cls=BoundaryCommand)
 @click.argument("table")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Number of commits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
 def history(table: str, limit: int, as_json: bool) -> None:
     """Recent commits of TABLE (newest first), OPTIMIZE metrics of every engine in one shape."""
-    from ..inspect.history import history as load_history
-
-    entries = _run(lambda: load_history(_location(table), limit))
+    entries = _history(table, limit)
     if as_json:
-        click.echo(json.dumps(entries, indent=2))
+        echo_json(entries)
         return
-    for e in entries:
-        extra = []
-        if e["operation"] == "OPTIMIZE":
-            extra.append(f"auto={str(e['auto']).lower()}")
-            if e["zOrderBy"]:
-                extra.append(f"zOrderBy={','.join(e['zOrderBy'])}")
-            elif e["zOrder"]:
-                extra.append("zOrder")
-            if e["predicate"]:
-                extra.append(f"where {' AND '.join(e['predicate'])}")
-        click.echo(
-            f"{e['version']:>6}  {e['time'] or '-':<29}  {e['operation']!s:<12} {e['engine']:<18} "
-            f"-{e['filesRemoved']} +{e['filesAdded']} files, -{e['bytesRemoved']} +{e['bytesAdded']} bytes"
-            + (f"  {' '.join(extra)}" if extra else "")
-        )
+    columns = ("version", "time", "operation", "engine", "files", "bytes", "details")
+    print_table(make_table(*columns, right=("version",)), [_history_row(e) for e in entries], limit=sys.maxsize)
 
 
 #: Every command of this module, for ``for c in inspect_commands: cli.add_command(c)``.
-inspect_commands = (validate, health, history)
+inspect_commands = (info, validate, health, history)

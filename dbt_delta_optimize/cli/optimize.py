@@ -8,13 +8,13 @@ is computed from its log alone.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
 from .common import BoundaryCommand
 from .common import size_option as _size
-from .format import console, echo_json, human_size, partition_label, print_table, table
+from .format import console, echo_json, human_size, make_table, partition_label, print_table
 from .progress import OptimizeProgress
 
 if TYPE_CHECKING:
@@ -25,12 +25,16 @@ if TYPE_CHECKING:
 
 __all__ = ["auto_compact_cmd", "optimize", "optimize_commands"]
 
+Curve = Literal["zorder", "hilbert"]
+
 
 def _zorder_columns(zorder_by: str | None) -> list[str] | None:
     return [c.strip() for c in zorder_by.split(",") if c.strip()] if zorder_by else None
 
 
-def _plan(table: str, where: list[str], zorder_by: list[str] | None, curve: Any, full: bool, options: Any) -> Any:
+def _plan(
+    table: str, where: list[str], zorder_by: list[str] | None, curve: Curve, full: bool, options: OptimizeOptions
+) -> OptimizePlan:
     """The dry run: the API's plan, from the log alone for a path (no Spark)."""
     from ..api import plan_optimize
 
@@ -38,8 +42,14 @@ def _plan(table: str, where: list[str], zorder_by: list[str] | None, curve: Any,
 
 
 def _optimize(
-    table: str, where: list[str], zorder_by: list[str] | None, curve: Any, full: bool, options: Any, progress: Any
-) -> Any:
+    table: str,
+    where: list[str],
+    zorder_by: list[str] | None,
+    curve: Curve,
+    full: bool,
+    options: OptimizeOptions,
+    progress: OptimizeProgress,
+) -> OptimizeMetrics:
     """The real run (starts or reuses Spark)."""
     from ..api import optimize as run
 
@@ -59,10 +69,12 @@ def _print_plan(table_name: str, plan: OptimizePlan, show_files: bool) -> None:
         click.echo("nothing to rewrite")
         return
     rows = [[p["partition"], str(p["bins"]), str(p["files"]), human_size(p["bytes"])] for p in d["partitionsToRewrite"]]
-    print_table(table("partition", "bins", "files", "size", right=("bins", "files", "size")), rows, what="partition")
+    print_table(
+        make_table("partition", "bins", "files", "size", right=("bins", "files", "size")), rows, what="partition"
+    )
     if show_files:
         files = [[partition_label(b["partitionValues"]), path] for b in d["bins"] for path in b["paths"]]
-        print_table(table("partition", "file to rewrite"), files, limit=sys.maxsize)
+        print_table(make_table("partition", "file to rewrite"), files, limit=sys.maxsize)
 
 
 def _print_metrics(m: OptimizeMetrics) -> None:
@@ -122,7 +134,7 @@ def optimize(
     options = _options(
         min_file_size=min_file_size, max_file_size=max_file_size, max_threads=max_threads, batch_size=batch_size
     )
-    args = (table, list(where), _zorder_columns(zorder_by), curve, full, options)
+    args = (table, list(where), _zorder_columns(zorder_by), cast(Curve, curve), full, options)
     if dry_run:
         plan = _plan(*args)
         if as_json:
@@ -172,7 +184,7 @@ def _print_auto_compact(result: AutoCompactResult) -> None:
             [partition_label(p.partition), str(p.small_files), str(p.files), "yes" if p in result.chosen else ""]
             for p in result.considered
         ]
-        out = table("partition", "small files", "files", "compacted", right=("small files", "files"))
+        out = make_table("partition", "small files", "files", "compacted", right=("small files", "files"))
         print_table(out, rows, what="partition")
     m = result.metrics
     if m is not None:
@@ -187,10 +199,10 @@ def _print_auto_compact(result: AutoCompactResult) -> None:
 @click.argument("table")
 @click.option(
     "--since-version",
-    type=click.IntRange(min=0),
+    type=int,
     help="Table version before the write; the commits after it trigger (default: the latest commit).",
 )
-@click.option("--min-num-files", type=click.IntRange(min=1), help="Small files a partition needs to qualify (default 50).")
+@click.option("--min-num-files", type=int, help="Small files a partition needs to qualify (default 50).")
 @click.option("--max-file-size", callback=_size, help="Auto-compact target file size (default 128m).")
 @click.option(
     "--min-file-size", callback=_size, help="Files smaller than this count as small (default: max-file-size / 2)."

@@ -45,7 +45,7 @@ class OptimizeProgress:
             return
         sizes = f"{human_size(bytes_done)} of {human_size(bytes_total)}"
         if self._task is None:
-            self._task = self._bar.add_task("optimize", total=bins_total, sizes=sizes)
+            self._task = self._bar.add_task("optimize", total=bins_total, completed=bins_done, sizes=sizes)
         self._bar.update(self._task, completed=bins_done, total=bins_total, sizes=sizes)
 
     def __exit__(self, *exc: Any) -> None:

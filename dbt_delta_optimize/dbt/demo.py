@@ -2,7 +2,8 @@
 
 Runs ``dbt deps``, ``dbt seed``, three ``dbt run``s (the incremental model appends small files
 until auto compaction kicks in) and ``dbt run-operation optimize``, then prints per table the
-files before and after and the decision taken, from target/delta_optimize_results.json.
+files before and after and the decision taken, from target/delta_optimize_results.json (which
+holds one invocation's records: it is read after each dbt command).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROJECT = os.path.join(ROOT, "integration_tests")
@@ -38,6 +40,16 @@ def demo_env(work: str) -> dict[str, str]:
         PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
     )
     return env
+
+
+def _results(env: dict[str, str]) -> list[dict[str, Any]]:
+    """The records the last dbt command wrote (none if it wrote no file: the previous one stays)."""
+    try:
+        with open(os.path.join(env["DBT_TARGET_PATH"], "delta_optimize_results.json")) as fh:
+            records: list[dict[str, Any]] = json.load(fh)
+    except OSError:
+        return []
+    return records
 
 
 def _dbt(env: dict[str, str], *args: str) -> None:
@@ -68,12 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dbt-delta-optimize {__version__} demo: dbt project {PROJECT}, state in {work}\n")
     _dbt(env, "deps")
     _dbt(env, "seed")
-    for batch in range(3):
-        _dbt(env, "run", "--vars", f"{{batch: {batch}}}")
-    _dbt(env, "run-operation", "optimize", "--args", "{select: '*'}")
-
-    with open(os.path.join(work, "target", "delta_optimize_results.json")) as fh:
-        results = json.load(fh)
+    results: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for args in (
+        *(("run", "--vars", f"{{batch: {batch}}}") for batch in range(3)),
+        ("run-operation", "optimize", "--args", "{select: '*'}"),
+    ):
+        _dbt(env, *args)
+        new = [r for r in _results(env) if r.get("invocation_id") not in seen]
+        seen.update(str(r.get("invocation_id")) for r in new)
+        results.extend(new)
     print(f"\n{'step':<5} {'table':<28} {'decision':<26} {'files':>12} {'seconds':>8}")
     for i, r in enumerate(results, 1):
         files = f"{r.get('files_before', '-')} -> {r.get('files_after', '-')}"

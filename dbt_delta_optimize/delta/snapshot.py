@@ -9,7 +9,7 @@ the log reader becomes a typed error of ours that names the table and the versio
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from ..errors import CorruptLogError, DeltaOptimizeError, NotADeltaTableError, TableNotFoundError
 from . import log as _log
 from .actions import AddFile, Metadata, Protocol
+from .file_table import FileTable, FileView, build_file_table
 from .paths import check_log_path, data_file_location
 from .storage import LocalStorage, Storage, join, storage_for, table_uri
 
@@ -42,8 +43,10 @@ class Snapshot:
     version: int
     protocol: Protocol
     metadata: Metadata
-    files: tuple[AddFile, ...]
+    files: Sequence[AddFile]
     storage: Storage = field(default_factory=LocalStorage, compare=False, repr=False)
+    #: the live add actions as Arrow columns (what planning reads at scale); None for a hand-built snapshot
+    file_table: FileTable | None = field(default=None, compare=False, repr=False)
 
     @property
     def log_dir(self) -> str:
@@ -182,12 +185,11 @@ def _protocol_and_metadata(dt: Any) -> tuple[Protocol, Metadata]:
     return protocol, metadata
 
 
-def _live_files(dt: Any, root: str, storage: Storage, version: int) -> tuple[AddFile, ...]:
+def _objects(dt: Any, root: str, storage: Storage, version: int) -> tuple[AddFile, ...]:
+    """The slow path, one object per file: when some live path was not found among the raw adds."""
     import pyarrow as pa
 
     live = pa.table(dt.get_add_actions(flatten=False)).select(["path", "size_bytes", "modification_time"])
-    if not live.num_rows:
-        return ()
     raw = _log.raw_adds(storage, root, version, _log.list_log(storage, root))
     files = []
     for row in live.to_pylist():
@@ -209,6 +211,35 @@ def _live_files(dt: Any, root: str, storage: Storage, version: int) -> tuple[Add
     return tuple(files)
 
 
+def _check_paths(table: FileTable, root: str) -> None:
+    """Every relative path must stay inside the root; only paths that could escape are looked at."""
+    import pyarrow.compute as pc
+
+    paths = table.column("path")
+    suspicious = pc.or_(
+        pc.or_(pc.match_substring(paths, ".."), pc.match_substring(paths, "%")),
+        pc.or_(pc.match_substring(paths, "\x00"), pc.match_substring(paths, ":")),
+    )
+    if not pc.any(suspicious).as_py():
+        return
+    versions = table.versions
+    for i in pc.indices_nonzero(suspicious).to_pylist():
+        check_log_path(paths[i].as_py(), version=versions[i].as_py(), table=root)
+
+
+def _live_files(dt: Any, root: str, storage: Storage, version: int) -> tuple[Sequence[AddFile], FileTable | None]:
+    import pyarrow as pa
+
+    live = pa.table(dt.get_add_actions(flatten=False)).column("path").combine_chunks()
+    if not len(live):
+        return (), None
+    table, missing = build_file_table(storage, root, version, _log.list_log(storage, root), live)
+    if missing:
+        return _objects(dt, root, storage, version), None
+    _check_paths(table, root)
+    return FileView(table), table
+
+
 def load_snapshot(location: str, version: int | None = None, *, storage: Storage | None = None) -> Snapshot:
     """Load a table snapshot (latest by default) through deltalake, every path checked."""
     root, storage = open_table(location, storage)
@@ -216,12 +247,12 @@ def load_snapshot(location: str, version: int | None = None, *, storage: Storage
     try:
         v = dt.version()
         protocol, metadata = _protocol_and_metadata(dt)
-        files = _live_files(dt, root, storage, v)
+        files, table = _live_files(dt, root, storage, v)
     except DeltaOptimizeError:
         raise
     except Exception as exc:
         raise _translate(exc, root, storage, version) from exc
-    return Snapshot(root, v, protocol, metadata, files, storage)
+    return Snapshot(root, v, protocol, metadata, files, storage, table)
 
 
 def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, int]:

@@ -7,11 +7,13 @@ skip, and delta-spark's candidate selection and bin packing (``planner``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..delta.actions import AddFile
 from ..delta.snapshot import Snapshot
+from .columnar import plan_columnar
 from .config import OptimizeConfig
 from .curve import ClusteringSpec, already_clustered
 from .planner import OptimizePlan, RawKey, plan_optimize
@@ -60,8 +62,12 @@ def build_plan(
     def skip(files: Sequence[AddFile]) -> bool:
         return clustering is not None and already_clustered(files, clustering)
 
-    plan = plan_optimize(
-        snapshot.files,
+    planner: Callable[..., OptimizePlan] = plan_optimize
+    files: Any = snapshot.files
+    if snapshot.file_table is not None:  # columns: no object per file (a million files plan in seconds)
+        planner, files = plan_columnar, snapshot.file_table
+    plan = planner(
+        files,
         snapshot.partition_columns,
         config,
         read_version=snapshot.version,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from ..delta.actions import AddFile
@@ -41,11 +42,17 @@ class Bin:
     """Files of one partition rewritten together into one file (or, for Z-order, into a range of files)."""
 
     partition_values: Mapping[str, str | None]
-    files: tuple[AddFile, ...]
+    files: Sequence[AddFile]  #: a tuple, or a FileView whose AddFiles are built on access
+
+    @cached_property
+    def size(self) -> int:
+        total = getattr(self.files, "total_size", None)  # a FileView sums its size column
+        return int(total) if total is not None else sum(f.size for f in self.files)
 
     @property
-    def size(self) -> int:
-        return sum(f.size for f in self.files)
+    def paths(self) -> list[str]:
+        paths = getattr(self.files, "paths", None)
+        return list(paths) if paths is not None else [f.path for f in self.files]
 
     def describe(self) -> str:
         parts = ",".join(f"{k}={v}" for k, v in self.partition_values.items())
@@ -59,7 +66,7 @@ class OptimizePlan:
     read_version: int
     mode: Mode
     config: OptimizeConfig
-    considered_files: tuple[AddFile, ...]
+    considered_files: Sequence[AddFile]
     bins: tuple[Bin, ...]
     batches: tuple[tuple[Bin, ...], ...]
     skipped_partitions: tuple[Mapping[str, str | None], ...] = field(default=())
@@ -69,6 +76,10 @@ class OptimizePlan:
     #: the clustering to apply (Z-order/Hilbert), or None for compaction
     clustering: ClusteringSpec | None = None
     is_auto_compact: bool = False
+
+    @property
+    def num_files_to_rewrite(self) -> int:
+        return sum(len(b.files) for b in self.bins)
 
     @property
     def files_to_rewrite(self) -> tuple[AddFile, ...]:
@@ -89,8 +100,21 @@ class OptimizePlan:
     def __repr__(self) -> str:  # the dataclass repr would print every file
         return (
             f"OptimizePlan(read_version={self.read_version}, mode={self.mode!r}, bins={len(self.bins)}, "
-            f"batches={len(self.batches)}, files={len(self.files_to_rewrite)}, bytes={self.bytes_to_rewrite})"
+            f"batches={len(self.batches)}, files={self.num_files_to_rewrite}, bytes={self.bytes_to_rewrite})"
         )
+
+    def _totals(self) -> dict[str, Any]:
+        return {
+            "readVersion": self.read_version,
+            "mode": self.mode,
+            "consideredFiles": len(self.considered_files),
+            "filesToRewrite": self.num_files_to_rewrite,
+            "bytesToRewrite": self.bytes_to_rewrite,
+            "partitions": self.partitions,
+            "numBins": len(self.bins),
+            "numBatches": len(self.batches) if self.config.batch_size is not None else 1,
+            "skippedPartitions": [dict(p) for p in self.skipped_partitions],
+        }
 
     def summary(self, *, include_files: bool = False) -> dict[str, Any]:
         """What ``--dry-run --json`` prints: totals and one entry per partition; file paths only on request."""
@@ -100,30 +124,22 @@ class OptimizePlan:
             entry["bins"] += 1
             entry["files"] += len(b.files)
             entry["bytes"] += b.size
-        out = {k: v for k, v in self.to_dict().items() if k != "bins"}
+        out = self._totals()
         out["partitionsToRewrite"] = [{"partition": k, **v} for k, v in sorted(per.items())]
         if include_files:
             out["bins"] = self.to_dict()["bins"]
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (what --dry-run prints)."""
+        """A JSON-ready description, every bin with its file paths."""
         return {
-            "readVersion": self.read_version,
-            "mode": self.mode,
-            "consideredFiles": len(self.considered_files),
-            "filesToRewrite": len(self.files_to_rewrite),
-            "bytesToRewrite": self.bytes_to_rewrite,
-            "partitions": self.partitions,
-            "numBins": len(self.bins),
-            "numBatches": len(self.batches) if self.config.batch_size is not None else 1,
-            "skippedPartitions": [dict(p) for p in self.skipped_partitions],
+            **self._totals(),
             "bins": [
                 {
                     "partitionValues": dict(b.partition_values),
                     "files": len(b.files),
                     "bytes": b.size,
-                    "paths": [f.path for f in b.files],
+                    "paths": b.paths,
                 }
                 for b in self.bins
             ],

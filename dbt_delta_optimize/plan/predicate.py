@@ -108,7 +108,13 @@ def select_partitions(
         if not compiled:
             return PartitionSelection(None, {(): ()}, sql, strings)
         return PartitionSelection(frozenset({()}) if _matches(compiled, {}) else frozenset(), {(): ()}, sql, strings)
-    keys = {raw_partition_key(f, columns) for f in snapshot.files}
+    table = getattr(snapshot, "file_table", None)
+    if table is not None:  # columns: the distinct partitions without an object per file
+        from .columnar import distinct_partitions
+
+        keys = distinct_partitions(table, columns)
+    else:
+        keys = {raw_partition_key(f, columns) for f in snapshot.files}
     normalized: dict[RawKey, Hashable] = {}
     matched: set[RawKey] = set()
     lowered = [c.lower() for c in columns]

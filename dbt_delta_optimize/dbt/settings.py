@@ -1,0 +1,128 @@
+"""A model's ``meta.delta_optimize`` settings and ``run-operation optimize``'s arguments, validated.
+
+They arrive from YAML and Jinja as loosely typed data; each key is checked here once, so a wrong
+type is an ``InvalidArgumentError`` naming the key (the hook reports it, per ``on_error``), never
+a TypeError deep inside a compaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from ..errors import InvalidArgumentError
+
+__all__ = ["SETTINGS", "ModelSettings", "OperationArgs", "parse_operation_args", "parse_settings"]
+
+Mode = Literal["auto", "optimize", "never"]
+OnError = Literal["warn", "fail"]
+Curve = Literal["zorder", "hilbert"]
+
+_PREFIX = "meta.delta_optimize."
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What one model asked for (README: "Model settings")."""
+
+    mode: Mode = "auto"
+    where: tuple[str, ...] = ()
+    zorder_by: tuple[str, ...] = ()
+    curve: Curve = "zorder"
+    min_file_size: int | None = None
+    max_file_size: int | None = None
+    min_num_files: int | None = None
+    on_error: OnError = "warn"
+    skip: bool = False
+
+
+@dataclass(frozen=True)
+class OperationArgs:
+    """``dbt run-operation optimize``'s per-table arguments."""
+
+    where: tuple[str, ...] = ()
+    zorder_by: tuple[str, ...] = ()
+    dry_run: bool = False
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise InvalidArgumentError(f"{_PREFIX}{key} must be one of {', '.join(allowed)}, got {value!r}.")
+    return cast(str, value)
+
+
+def _strings(key: str, value: Any, prefix: str = _PREFIX) -> tuple[str, ...]:
+    """A string (``where``: one predicate; ``zorder_by``: comma-separated) or a list of strings."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,) if key == "where" else tuple(c.strip() for c in value.split(",") if c.strip())
+    if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
+        return tuple(value)
+    raise InvalidArgumentError(f"{prefix}{key} must be a string or a list of strings, got {value!r}.")
+
+
+def _size(key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidArgumentError(f"{_PREFIX}{key} must be a size like '128m' or a number of bytes, got {value!r}.")
+    from ..plan.config import parse_size
+
+    return parse_size(value, key=_PREFIX + key)
+
+
+def _count(key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{_PREFIX}{key} must be a whole number >= 1, got {value!r}.")
+    return int(value)
+
+
+def _flag(key: str, value: Any) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{_PREFIX}{key} must be true or false, got {value!r}.")
+    return value
+
+
+_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+    "mode": lambda k, v: _choice(k, "auto" if v is None else v, ("auto", "optimize", "never")),
+    "where": _strings,
+    "zorder_by": _strings,
+    "curve": lambda k, v: _choice(k, "zorder" if v is None else v, ("zorder", "hilbert")),
+    "min_file_size": _size,
+    "max_file_size": _size,
+    "min_num_files": _count,
+    "on_error": lambda k, v: _choice(k, "warn" if v is None else v, ("warn", "fail")),
+    "skip": _flag,
+}
+
+#: Every key ``meta.delta_optimize`` may hold.
+SETTINGS = tuple(_PARSERS)
+
+
+def parse_settings(settings: Any) -> ModelSettings:
+    """Validate a model's ``meta.delta_optimize`` mapping (None or {} for the defaults)."""
+    if settings is None:
+        return ModelSettings()
+    if not isinstance(settings, Mapping):
+        raise InvalidArgumentError(f"meta.delta_optimize must be a mapping of settings, got {settings!r}.")
+    unknown = sorted(str(k) for k in settings if k not in _PARSERS)
+    if unknown:
+        raise InvalidArgumentError(
+            f"Unknown meta.delta_optimize setting(s): {', '.join(unknown)}. Valid: {', '.join(sorted(SETTINGS))}."
+        )
+    return ModelSettings(**{key: parse(key, settings.get(key)) for key, parse in _PARSERS.items()})
+
+
+def parse_operation_args(where: Any, zorder_by: Any, dry_run: Any) -> OperationArgs:
+    """Validate ``run-operation optimize``'s ``where``, ``zorder_by`` and ``dry_run``."""
+    if not isinstance(dry_run, bool):
+        raise InvalidArgumentError(f"dry_run must be true or false, got {dry_run!r}.")
+    return OperationArgs(_strings("where", where, ""), _strings("zorder_by", zorder_by, ""), dry_run)

@@ -1,0 +1,12 @@
+{#- Log one result line through dbt's logger; fail the caller only when on_error is 'fail'. -#}
+{% macro _delta_optimize_report(result, on_error='warn') %}
+  {% if result.status == 'failed' %}
+    {% if on_error == 'fail' %}
+      {{ exceptions.raise_compiler_error(result.line) }}
+    {% else %}
+      {{ exceptions.warn(result.line) }}
+    {% endif %}
+  {% else %}
+    {{ log(result.line, info=true) }}
+  {% endif %}
+{% endmacro %}

@@ -1,0 +1,96 @@
+"""The columnar planner (a snapshot's FileTable) gives exactly the plan of the object planner."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from dbt_delta_optimize.delta.snapshot import load_snapshot
+from dbt_delta_optimize.plan.builder import build_plan
+from dbt_delta_optimize.plan.config import OptimizeConfig
+from dbt_delta_optimize.plan.curve import ClusteringSpec
+from dbt_delta_optimize.plan.predicate import select_partitions
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> str:
+    """4 partitions (one null, one with a quote), files of varied sizes, a re-added path, a DV."""
+    p = str(tmp_path_factory.mktemp("columnar") / "t")
+    for i in range(14):
+        n = 5 + (i * 37) % 400
+        part = [None, "a", "b'c", "d"][i % 4]
+        write_deltalake(
+            p,
+            pa.table({"id": pa.array(range(n), pa.int64()), "part": pa.array([part] * n, pa.string())}),
+            partition_by=["part"],
+            mode="append",
+        )
+    # A deletion vector on one large-ish file (the planner reads only its cardinality and the stats).
+    log = os.path.join(p, "_delta_log")
+    last = max(int(n[:20]) for n in os.listdir(log) if n.endswith(".json"))
+    with open(os.path.join(log, f"{last:020d}.json")) as fh:
+        add = next(json.loads(line)["add"] for line in fh if '"add"' in line)
+    dv = {"storageType": "u", "pathOrInlineDv": "ab" + "0" * 20, "sizeInBytes": 34, "cardinality": 300, "offset": 1}
+    readd = {**add, "deletionVector": dv, "dataChange": True}
+    with open(os.path.join(log, f"{last + 1:020d}.json"), "w") as fh:
+        fh.write(json.dumps({"commitInfo": {"operation": "DELETE"}}) + "\n")
+        fh.write(json.dumps({"remove": {"path": add["path"], "dataChange": True}}) + "\n")
+        fh.write(json.dumps({"add": readd}) + "\n")
+    return p
+
+
+def _plans(p: str, config: OptimizeConfig, where=(), clustering=None):
+    snap = load_snapshot(p)
+    assert snap.file_table is not None
+    objects = dataclasses.replace(snap, files=tuple(snap.files), file_table=None)
+    out = []
+    for s in (snap, objects):
+        selection = select_partitions(s, list(where))
+        plan = build_plan(
+            s, config, selection=selection, clustering=clustering, zorder_by=("id",) if clustering else ()
+        )
+        out.append((plan.to_dict(), plan.summary(), [list(map(str, b.paths)) for b in plan.bins], plan.predicates))
+    return out
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"min_file_size": 2000},
+        {"min_file_size": 4000, "max_file_size": 5000},
+        {"min_file_size": 10**9, "max_file_size": 3000, "batch_size": 4000},
+        {"min_file_size": 1},
+        {"min_file_size": 1, "max_deleted_rows_ratio": 0.01},
+    ],
+)
+@pytest.mark.parametrize("where", [(), ("part = 'a'",), ("part IS NULL OR part > 'b'",)])
+def test_same_plan_as_the_object_planner(table, settings, where):
+    columnar, objects = _plans(table, OptimizeConfig(**settings), where)
+    assert columnar == objects
+
+
+def test_same_clustering_plan(table):
+    spec = ClusteringSpec((("id",),), "zorder")
+    columnar, objects = _plans(table, OptimizeConfig(), clustering=spec)
+    assert columnar == objects and columnar[0]["numBins"] == 4
+
+
+def test_dv_file_is_a_candidate_by_its_ratio(table):
+    (columnar, *_), _ = _plans(table, OptimizeConfig(min_file_size=1, max_file_size=10**9))
+    assert columnar["filesToRewrite"] == 0  # a lone DV file is not rewritten by compaction (delta-spark)
+    snap = load_snapshot(table)
+    assert sum(1 for f in snap.files if f.deletion_vector is not None) == 1
+
+
+def test_files_are_built_only_when_read(table):
+    snap = load_snapshot(table)
+    plan = build_plan(snap, OptimizeConfig(), selection=select_partitions(snap))
+    assert plan.bins and all(not b.files._cache for b in plan.bins)  # type: ignore[attr-defined]
+    first = plan.bins[0].files[0]
+    assert first.path == plan.bins[0].paths[0] and first.size > 0
