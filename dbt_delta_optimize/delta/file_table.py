@@ -9,8 +9,8 @@ commits after it as Arrow arrays, keeps the last add of each live path, and sort
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any, overload
 from urllib.parse import unquote
@@ -19,7 +19,11 @@ from .actions import ADD, AddFile, DeletionVector
 from .log import LOG_DIR, LogListing, commit_path
 from .storage import Storage, join
 
-__all__ = ["FileTable", "FileView", "build_file_table"]
+__all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "build_file_table", "match_live", "read_log_adds"]
+
+RawKey = tuple[str | None, ...]  #: raw partition values in partition-column order ("" read as null)
+_NULL = "\x00null\x00"
+_SEP = "\x00|\x00"
 
 
 @cache
@@ -62,43 +66,89 @@ def _conform(adds: Any) -> Any:
     _, add_type = _types()
     present = {adds.type.field(i).name for i in range(adds.type.num_fields)}
     children = []
-    for field in add_type:
-        if field.name in present:
-            child = adds.field(field.name)
-            children.append(child if child.type == field.type else child.cast(field.type))
+    for wanted in add_type:
+        if wanted.name in present:
+            child = adds.field(wanted.name)
+            children.append(child if child.type == wanted.type else child.cast(wanted.type))
         else:
-            children.append(pa.nulls(len(adds), field.type))
+            children.append(pa.nulls(len(adds), wanted.type))
     return pa.StructArray.from_arrays(children, fields=list(add_type))
 
 
-def _checkpoint_adds(storage: Storage, root: str, names: Sequence[str]) -> list[Any]:
+def _checkpoint_column(storage: Storage, path: str, fields: Sequence[str]) -> Any:
+    """The checkpoint's add actions (rows with a path) as structs of only ``fields`` (those present)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    with storage.open_input(path) as fh:
+        present = pq.read_schema(fh).field(ADD).type
+        names = [f for f in fields if present.get_field_index(f) >= 0]
+        fh.seek(0)
+        read = pq.read_table(fh, columns=[f"{ADD}.{f}" for f in names])  # nested leaves come back as top-level columns
+    columns = [read.column(i).combine_chunks() for i in range(read.num_columns)]
+    column = pa.StructArray.from_arrays(columns, names=names)
+    return column.filter(pc.is_valid(column.field("path")))
+
+
+def _checkpoint_adds(storage: Storage, root: str, names: Sequence[str]) -> list[Any]:
+    """Every add of a checkpoint but its stats (the bulk of its bytes), which planning rarely reads."""
+    _, add_type = _types()
+    fields = [f.name for f in add_type if f.name != "stats"]
+    parquet = [join(root, LOG_DIR, n) for n in names if n.endswith(".parquet")]
+    return [_conform(_checkpoint_column(storage, path, fields)) for path in parquet]
+
+
+def _checkpoint_stats(storage: Storage, root: str, names: Sequence[str]) -> list[Any]:
+    """The stats strings of a checkpoint's adds, in the order of ``_checkpoint_adds``."""
+    import pyarrow as pa
+
+    parquet = [join(root, LOG_DIR, n) for n in names if n.endswith(".parquet")]
     out = []
-    for name in names:
-        if not name.endswith(".parquet"):
-            continue
-        with storage.open_input(join(root, LOG_DIR, name)) as fh:
-            column = pq.read_table(fh, columns=[ADD]).column(ADD).combine_chunks()
-        out.append(_conform(column.filter(pc.is_valid(column))))
+    for path in parquet:
+        column = _checkpoint_column(storage, path, ["path", "stats"])
+        has = column.type.get_field_index("stats") >= 0
+        out.append(column.field("stats").cast(pa.string()) if has else pa.nulls(len(column), pa.string()))
     return out
 
 
-def _commit_adds(storage: Storage, root: str, versions: Sequence[int]) -> tuple[list[Any], list[int]]:
-    import pyarrow as pa
+@dataclass
+class _CommitReplay:
+    """The adds and removes of the commits after a checkpoint, replayed in order."""
 
-    _, add_type = _types()
-    rows: list[dict[str, Any]] = []
-    added_in: list[int] = []
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    added_in: list[int] = field(default_factory=list)
+    latest: dict[str, int] = field(default_factory=dict)  # path -> index in rows of its last add
+    removed: set[str] = field(default_factory=set)
+
+    def apply(self, version: int, line: bytes) -> None:
+        action = json.loads(line)
+        if ADD in action:
+            path = action[ADD]["path"]
+            self.latest[path] = len(self.rows)
+            self.removed.discard(path)
+            self.rows.append(action[ADD])
+            self.added_in.append(version)
+        elif "remove" in action:
+            path = action["remove"]["path"]
+            self.removed.add(path)
+            self.latest.pop(path, None)
+
+    def arrays(self) -> tuple[Any, Any]:
+        """Every add seen (as ADD_TYPE structs) and the version that added it."""
+        import pyarrow as pa
+
+        _, add_type = _types()
+        return pa.array(self.rows, type=add_type), pa.array(self.added_in, pa.int64())
+
+
+def _replay(storage: Storage, root: str, versions: Sequence[int]) -> _CommitReplay:
+    replay = _CommitReplay()
     for v in versions:
         for line in storage.read_bytes(commit_path(root, v)).splitlines():
-            if b'"add"' in line:
-                action = json.loads(line)
-                if ADD in action:
-                    rows.append(action[ADD])
-                    added_in.append(v)
-    return ([pa.array(rows, type=add_type)] if rows else []), added_in
+            if b'"add"' in line or b'"remove"' in line:
+                replay.apply(v, line)
+    return replay
 
 
 def _decoded(paths: Any) -> Any:
@@ -117,6 +167,10 @@ class FileTable:
 
     adds: Any  # pyarrow.StructArray of ADD_TYPE
     versions: Any  # pyarrow.Int64Array
+    _encoded: dict[tuple[str, ...], tuple[Any, list[RawKey]]] = field(default_factory=dict, compare=False, repr=False)
+    #: Loads the stats column (in row order) on first use; None when ``adds`` holds the stats.
+    stats_loader: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+    _stats: list[Any] = field(default_factory=list, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.adds)
@@ -130,6 +184,10 @@ class FileTable:
         return list(self.adds.field("path").to_pylist())
 
     def column(self, name: str) -> Any:
+        if name == "stats" and self.stats_loader is not None:
+            if not self._stats:
+                self._stats.append(self.stats_loader())
+            return self._stats[0]
         return self.adds.field(name)
 
     def partition_strings(self, columns: Sequence[str]) -> list[Any]:
@@ -144,8 +202,35 @@ class FileTable:
             out.append(pc.if_else(pc.equal(flat, ""), pa.scalar(None, pa.string()), flat))
         return out
 
+    def partition_codes(self, columns: Sequence[str]) -> tuple[Any, list[RawKey]]:
+        """Each row's partition as a number (an Arrow int32 array) and the raw key of each number.
+
+        Dictionary-encoded by Arrow, once per column list: a million rows hold a few thousand keys.
+        """
+        key = tuple(columns)
+        if key not in self._encoded:
+            self._encoded[key] = self._encode(key)
+        return self._encoded[key]
+
+    def _encode(self, columns: tuple[str, ...]) -> tuple[Any, list[RawKey]]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not columns or not len(self):
+            return pa.array([0] * len(self), pa.int32()), [()]
+        strings = [pc.fill_null(c, _NULL) for c in self.partition_strings(columns)]
+        joined = strings[0] if len(strings) == 1 else pc.binary_join_element_wise(*strings, _SEP)
+        encoded = pc.dictionary_encode(joined)
+        keys: list[RawKey] = [
+            tuple(None if v == _NULL else v for v in (text.split(_SEP) if len(strings) > 1 else [text]))
+            for text in encoded.dictionary.to_pylist()
+        ]
+        return encoded.indices.cast(pa.int32()), keys
+
     def file(self, i: int) -> AddFile:
         row = self.adds[i].as_py()
+        if self.stats_loader is not None:
+            row["stats"] = self.column("stats")[i].as_py()
         row["partitionValues"] = dict(row.get("partitionValues") or [])
         row["tags"] = dict(row.get("tags") or [])
         row["deletionVector"] = {k: v for k, v in (row.get("deletionVector") or {}).items() if v is not None} or None
@@ -158,10 +243,11 @@ class FileTable:
 class FileView(Sequence[AddFile]):
     """Some rows of a FileTable as a sequence of AddFiles, built on access (and kept)."""
 
-    def __init__(self, table: FileTable, rows: Sequence[int] | None = None) -> None:
+    def __init__(self, table: FileTable, rows: Sequence[int] | None = None, *, total_size: int | None = None) -> None:
         self.table = table
-        self.rows = list(range(len(table))) if rows is None else list(rows)
+        self.rows = list(range(len(table))) if rows is None else rows if isinstance(rows, list) else list(rows)
         self._cache: dict[int, AddFile] = {}
+        self._total_size = total_size  # the planner knows it already; else summed on first use
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -192,8 +278,10 @@ class FileView(Sequence[AddFile]):
 
     @property
     def total_size(self) -> int:
-        sizes = self.table.sizes
-        return int(sum(int(sizes[r]) for r in self.rows))
+        if self._total_size is None:
+            sizes = self.table.sizes
+            self._total_size = sum(sizes[r] for r in self.rows)
+        return self._total_size
 
     @property
     def paths(self) -> list[str]:
@@ -201,36 +289,110 @@ class FileView(Sequence[AddFile]):
         return [paths[r] for r in self.rows]
 
 
-def build_file_table(
-    storage: Storage, root: str, version: int, listing: LogListing, live_paths: Any
-) -> tuple[FileTable, list[str]]:
-    """The live adds of ``live_paths`` (deltalake's, decoded or not) at ``version``; and paths not found."""
+def _replayed_rows(checkpoint_size: int, checkpoint_paths: Any, replay: _CommitReplay) -> Any:
+    """Rows (of checkpoint adds, then commit adds) live after the replay: a checkpoint holds one add per path."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    cp = listing.checkpoint_at_or_before(version)
-    parts = _checkpoint_adds(storage, root, listing.checkpoints[cp]) if cp is not None else []
-    part_versions = [pa.repeat(pa.scalar(cp, pa.int64()), len(p)) for p in parts]
-    after = [v for v in listing.commits if (cp is None or v > cp) and v <= version]
-    commit_parts, added_in = _commit_adds(storage, root, after)
-    parts += commit_parts
-    part_versions += [pa.array(added_in, pa.int64())] if added_in else []
-    _, add_type = _types()
-    if not parts:
-        return FileTable(pa.array([], add_type), pa.array([], pa.int64())), list(live_paths.to_pylist())
-    adds = pa.concat_arrays(parts)
-    versions = pa.concat_arrays(part_versions)
-    paths = _decoded(adds.field("path"))
-    live = _decoded(live_paths)
+    touched = pa.array([*replay.removed, *replay.latest], pa.string())
+    cp_rows = pc.indices_nonzero(pc.invert(pc.is_in(checkpoint_paths, value_set=touched)))
+    commit_rows = pa.array(sorted(checkpoint_size + i for i in replay.latest.values()), pa.uint64())
+    return pa.concat_arrays([cp_rows, commit_rows]).cast(pa.int64())
+
+
+def _matched_rows(paths: Any, live: Any) -> tuple[Any, list[str]]:
+    """The slower check: find each live path among the adds, the last add of a path winning; and paths not found."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if pc.count_distinct(paths).as_py() == len(paths):  # each path added once: match directly
         found = pc.index_in(live, value_set=paths)
         ok = pc.is_valid(found)
         rows = found.filter(ok).cast(pa.int64())
     else:  # re-added paths: the last add wins, so search the reversed list, whose first match is it
-        reverse = pa.array(range(len(adds) - 1, -1, -1), pa.int64())
+        reverse = pa.array(range(len(paths) - 1, -1, -1), pa.int64())
         found = pc.index_in(live, value_set=paths.take(reverse))
         ok = pc.is_valid(found)
         rows = reverse.take(found.filter(ok))
     missing = live.filter(pc.invert(ok)).to_pylist() if not pc.all(ok).as_py() else []
-    rows = rows.take(pc.sort_indices(adds.field("path").take(rows)))
-    return FileTable(adds.take(rows), versions.take(rows)), missing
+    return rows, missing
+
+
+def _same_paths(ours: Any, live: Any, *, presorted: bool) -> bool:
+    """Whether two path lists hold the same paths (``ours`` already sorted when ``presorted``)."""
+    import pyarrow.compute as pc
+
+    if len(ours) != len(live):
+        return False
+    if not presorted:
+        ours = ours.take(pc.sort_indices(ours))
+    return pc.all(pc.equal(ours, live.take(pc.sort_indices(live)))).as_py() is not False
+
+
+def _sorted_by_path(paths: Any, rows: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return rows.take(pc.sort_indices(paths.take(rows)))
+
+
+@dataclass(frozen=True)
+class LogAdds:
+    """Every add action from the newest checkpoint at or before ``version`` and the commits after it."""
+
+    version: int
+    adds: Any  # ADD_TYPE structs: the checkpoint's (without stats), then the commits'
+    versions: Any  # the version each add came from (the checkpoint's for its adds)
+    checkpoint_size: int
+    checkpoint: tuple[str, ...]  # the checkpoint's file names (for the stats, read on demand)
+    replay: _CommitReplay
+
+
+def read_log_adds(storage: Storage, root: str, version: int, listing: LogListing) -> LogAdds:
+    """Read the adds a snapshot at ``version`` is made of (the part that does not need deltalake's answer)."""
+    import pyarrow as pa
+
+    cp = listing.checkpoint_at_or_before(version)
+    names = listing.checkpoints[cp] if cp is not None else ()
+    parts = _checkpoint_adds(storage, root, names)
+    part_versions = [pa.repeat(pa.scalar(cp, pa.int64()), len(p)) for p in parts]
+    replay = _replay(storage, root, [v for v in listing.commits if (cp is None or v > cp) and v <= version])
+    if replay.rows:
+        commit_adds, added_in = replay.arrays()
+        parts.append(commit_adds)
+        part_versions.append(added_in)
+    _, add_type = _types()
+    adds = pa.concat_arrays(parts) if parts else pa.array([], add_type)
+    versions = pa.concat_arrays(part_versions) if parts else pa.array([], pa.int64())
+    return LogAdds(version, adds, versions, len(adds) - len(replay.rows), tuple(names), replay)
+
+
+def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any) -> tuple[FileTable, list[str]]:
+    """The FileTable of ``live_paths`` (deltalake's, decoded or not); and live paths not found among the adds.
+
+    The replay of the commits over the checkpoint must give deltalake's live list (compared
+    sorted); if it does not, each live path is looked up among all adds instead.
+    """
+    import pyarrow as pa
+
+    adds, raw_paths = log.adds, log.adds.field("path")
+    rows = _sorted_by_path(raw_paths, _replayed_rows(log.checkpoint_size, raw_paths[: log.checkpoint_size], log.replay))
+    paths, live = _decoded(raw_paths), _decoded(live_paths)
+    missing: list[str] = []
+    if not _same_paths(paths.take(rows), live, presorted=paths is raw_paths):
+        matched, missing = _matched_rows(paths, live)
+        rows = _sorted_by_path(raw_paths, matched)
+    loader = None
+    if log.checkpoint:
+        names, commit_stats = log.checkpoint, adds.field("stats")[log.checkpoint_size :]
+
+        def loader() -> Any:
+            return pa.concat_arrays([*_checkpoint_stats(storage, root, names), commit_stats]).take(rows)
+
+    return FileTable(adds.take(rows), log.versions.take(rows), stats_loader=loader), missing
+
+
+def build_file_table(
+    storage: Storage, root: str, version: int, listing: LogListing, live_paths: Any
+) -> tuple[FileTable, list[str]]:
+    """``read_log_adds`` then ``match_live``."""
+    return match_live(storage, root, read_log_adds(storage, root, version, listing), live_paths)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -18,7 +19,7 @@ from urllib.parse import unquote
 from ..errors import CorruptLogError, DeltaOptimizeError, NotADeltaTableError, TableNotFoundError
 from . import log as _log
 from .actions import AddFile, Metadata, Protocol
-from .file_table import FileTable, FileView, build_file_table
+from .file_table import FileTable, FileView, LogAdds, match_live, read_log_adds
 from .paths import check_log_path, data_file_location
 from .storage import LocalStorage, Storage, join, storage_for, table_uri
 
@@ -227,27 +228,54 @@ def _check_paths(table: FileTable, root: str) -> None:
         check_log_path(paths[i].as_py(), version=versions[i].as_py(), table=root)
 
 
-def _live_files(dt: Any, root: str, storage: Storage, version: int) -> tuple[Sequence[AddFile], FileTable | None]:
+def _live_files(
+    dt: Any, root: str, storage: Storage, version: int, prefetched: LogAdds | None
+) -> tuple[Sequence[AddFile], FileTable | None]:
     import pyarrow as pa
 
     live = pa.table(dt.get_add_actions(flatten=False)).column("path").combine_chunks()
     if not len(live):
         return (), None
-    table, missing = build_file_table(storage, root, version, _log.list_log(storage, root), live)
+    log = prefetched
+    if log is None or log.version != version:
+        log = read_log_adds(storage, root, version, _log.list_log(storage, root))
+    table, missing = match_live(storage, root, log, live)
     if missing:
         return _objects(dt, root, storage, version), None
     _check_paths(table, root)
     return FileView(table), table
 
 
+def _prefetch(storage: Storage, root: str, version: int | None) -> Future[LogAdds | None]:
+    """Read the log's adds in a thread while deltalake loads the snapshot (both mostly outside the GIL).
+
+    The result is used only if deltalake loads the same version; any failure here is left to
+    the main path, which reports it properly.
+    """
+
+    def read() -> LogAdds | None:
+        try:
+            listing = _log.list_log(storage, root)
+            return read_log_adds(storage, root, listing.latest if version is None else version, listing)
+        except Exception:
+            return None
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log")
+    try:
+        return pool.submit(read)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def load_snapshot(location: str, version: int | None = None, *, storage: Storage | None = None) -> Snapshot:
     """Load a table snapshot (latest by default) through deltalake, every path checked."""
     root, storage = open_table(location, storage)
+    prefetched = _prefetch(storage, root, version)
     dt = _delta_table(root, storage, version)
     try:
         v = dt.version()
         protocol, metadata = _protocol_and_metadata(dt)
-        files, table = _live_files(dt, root, storage, v)
+        files, table = _live_files(dt, root, storage, v, prefetched.result())
     except DeltaOptimizeError:
         raise
     except Exception as exc:

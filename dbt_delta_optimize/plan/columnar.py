@@ -10,39 +10,21 @@ that both planners give the same plan.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..delta.actions import AddFile
-from ..delta.file_table import FileTable, FileView
+from ..delta.file_table import FileTable, FileView, RawKey
 from .config import OptimizeConfig
-from .planner import Bin, Mode, Normalizer, OptimizePlan, RawKey, bin_pack_by_size
+from .planner import Bin, Mode, Normalizer, OptimizePlan, bin_pack_by_size
 
 __all__ = ["distinct_partitions", "plan_columnar"]
 
 
-_NULL = "\x00null\x00"
-_SEP = "\x00|\x00"
-
-
-def _row_keys(table: FileTable, partition_columns: Sequence[str]) -> tuple[list[int], list[RawKey]]:
-    """Each row's partition as a number, and the raw key of each number (dictionary-encoded by Arrow)."""
-    import pyarrow.compute as pc
-
-    if not partition_columns:
-        return [0] * len(table), [()]
-    columns = [pc.fill_null(c, _NULL) for c in table.partition_strings(partition_columns)]
-    joined = columns[0] if len(columns) == 1 else pc.binary_join_element_wise(*columns, _SEP)
-    encoded = pc.dictionary_encode(joined)
-    keys: list[RawKey] = [
-        tuple(None if v == _NULL else v for v in (text.split(_SEP) if len(columns) > 1 else [text]))
-        for text in encoded.dictionary.to_pylist()
-    ]
-    return encoded.indices.to_pylist(), keys
-
-
 def distinct_partitions(table: FileTable, partition_columns: Sequence[str]) -> set[RawKey]:
     """The raw partition keys of a table's live files ("" read as null)."""
-    return set(_row_keys(table, partition_columns)[1]) if len(table) else set()
+    return set(table.partition_codes(partition_columns)[1]) if len(table) else set()
 
 
 def _num_records(stats: str | None) -> int | None:
@@ -71,32 +53,58 @@ def _dv_candidates(table: FileTable, rows: Iterable[int], config: OptimizeConfig
     return out
 
 
-def _candidates(table: FileTable, considered: list[int], config: OptimizeConfig, mode: Mode) -> list[int]:
+def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, mode: Mode) -> Any:
+    """Considered rows that are candidates: small files, and (compaction) files with many deleted rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if mode != "compaction":
         return considered
-    sizes = table.sizes
-    small = [r for r in considered if sizes[r] < config.min_file_size]
-    has_dv = table.column("deletionVector").is_valid()
-    if not any(has_dv.to_pylist()):
+    sizes = table.column("size")
+    small = pc.and_(considered, pc.less(sizes, config.min_file_size))
+    large_dv = pc.and_(pc.and_(considered, pc.invert(small)), table.column("deletionVector").is_valid())
+    if not pc.any(large_dv).as_py():
         return small
-    extra = _dv_candidates(table, (r for r in considered if sizes[r] >= config.min_file_size), config)
-    return sorted({*small, *extra})
+    extra = _dv_candidates(table, pc.indices_nonzero(large_dv).to_pylist(), config)
+    mask = pa.array([r in extra for r in range(len(table))], pa.bool_())
+    return pc.or_(small, mask)
 
 
-def _next_fit(rows: list[int], sizes: list[int], max_bin: int, keep_single: bool) -> list[list[int]]:
-    packed: list[list[int]] = []
+def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[list[int], list[int], list[int]]:
+    """(group, size, row) of every candidate, sorted by group, then size, then path (rows are in path order)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = pc.indices_nonzero(mask)
+    cols = pa.table({"g": group_of_row.filter(mask), "size": table.column("size").filter(mask), "row": rows})
+    order = pc.sort_indices(cols, sort_keys=[("g", "ascending"), ("size", "ascending"), ("row", "ascending")])
+    cols = cols.take(order)
+    return cols.column("g").to_pylist(), cols.column("size").to_pylist(), cols.column("row").to_pylist()
+
+
+def _next_fit(sizes: list[int], rows: list[int], max_bin: int, keep_single: bool) -> list[tuple[list[int], int]]:
+    """Next-fit packing of rows already sorted by size: (rows, bytes) of each bin kept."""
+    packed: list[tuple[list[int], int]] = []
     current: list[int] = []
     current_size = 0
-    for r in sorted(rows, key=lambda r: (sizes[r], r)):  # by size, then path (rows are in path order)
-        if sizes[r] + current_size > max_bin:
-            packed.append(current)
-            current, current_size = [r], sizes[r]
+    for size, r in zip(sizes, rows):
+        if size + current_size > max_bin:
+            packed.append((current, current_size))
+            current, current_size = [r], size
         else:
             current.append(r)
-            current_size += sizes[r]
+            current_size += size
     if current:
-        packed.append(current)
-    return [g for g in packed if len(g) > 1 or (keep_single and g)]
+        packed.append((current, current_size))
+    return [(g, n) for g, n in packed if len(g) > 1 or (keep_single and g)]
+
+
+def _groups(keys: list[RawKey], normalize: Normalizer | None) -> list[int]:
+    """Each partition code's group number, groups numbered in the row planner's order (by repr)."""
+    norm = normalize or (lambda k: k)
+    normalized: list[Hashable] = [norm(k) for k in keys]
+    number = {g: i for i, g in enumerate(sorted(set(normalized), key=repr))}
+    return [number[g] for g in normalized]
 
 
 def plan_columnar(
@@ -111,34 +119,35 @@ def plan_columnar(
     skip_partition: Callable[[Sequence[AddFile]], bool] | None = None,
 ) -> OptimizePlan:
     """``planner.plan_optimize`` over columns (same arguments, same plan)."""
-    codes, keys = _row_keys(table, partition_columns)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    codes, keys = table.partition_codes(partition_columns)
     matched = None if matched_partitions is None else set(matched_partitions)
-    keep = [matched is None or k in matched for k in keys]
-    considered = [r for r, c in enumerate(codes) if keep[c]]
-    norm = normalize or (lambda k: k)
-    group_of_code: list[Hashable] = [norm(k) for k in keys]
-    groups: dict[Hashable, list[int]] = {}
-    first_code: dict[Hashable, int] = {}
-    for r in _candidates(table, considered, config, mode):
-        g = group_of_code[codes[r]]
-        groups.setdefault(g, []).append(r)
-        first_code.setdefault(g, codes[r])
+    kept_codes = [c for c, k in enumerate(keys) if matched is None or k in matched]
+    considered = pc.is_in(codes, value_set=pa.array(kept_codes, pa.int32()))
+    group_of_row = pa.array(_groups(keys, normalize), pa.int32()).take(codes)
+    groups, sizes, rows = _sorted_candidates(table, group_of_row, _candidate_mask(table, considered, config, mode))
     max_bin = config.max_file_size if mode == "compaction" else 2**63 - 1
     bins: list[Bin] = []
     skipped: list[Mapping[str, str | None]] = []
-    for g in sorted(groups, key=repr):
-        values = dict(zip(partition_columns, keys[first_code[g]]))
-        if skip_partition is not None and skip_partition(FileView(table, groups[g])):
+    start = 0
+    while start < len(rows):
+        end = bisect_right(groups, groups[start], lo=start)
+        first_row = min(rows[start:end])  # a group's values are those of its first file in path order
+        values = dict(zip(partition_columns, keys[codes[first_row].as_py()]))
+        if skip_partition is not None and skip_partition(FileView(table, rows[start:end])):
             skipped.append(values)
-            continue
-        for rows in _next_fit(groups[g], table.sizes, max_bin, keep_single=(mode != "compaction")):
-            bins.append(Bin(values, FileView(table, rows)))
+        else:
+            packed = _next_fit(sizes[start:end], rows[start:end], max_bin, keep_single=(mode != "compaction"))
+            bins.extend(Bin(values, FileView(table, r, total_size=n)) for r, n in packed)
+        start = end
     batches = bin_pack_by_size(bins, config.batch_size) if config.batch_size is not None else [tuple(bins)]
     return OptimizePlan(
         read_version=read_version,
         mode=mode,
         config=config,
-        considered_files=FileView(table, considered),
+        considered_files=FileView(table, pc.indices_nonzero(considered).to_pylist()),
         bins=tuple(bins),
         batches=tuple(batches),
         skipped_partitions=tuple(skipped),

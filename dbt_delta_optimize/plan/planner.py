@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Literal
 
 from ..delta.actions import AddFile
+from ..delta.file_table import FileView
+from ..delta.file_table import RawKey as RawKey
 from .config import OptimizeConfig
 from .curve import ClusteringSpec
 
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 Mode = Literal["compaction", "zorder"]
-RawKey = tuple[str | None, ...]  #: raw partition values in partition-column order
 Normalizer = Callable[[RawKey], Hashable]
 
 
@@ -44,10 +44,11 @@ class Bin:
     partition_values: Mapping[str, str | None]
     files: Sequence[AddFile]  #: a tuple, or a FileView whose AddFiles are built on access
 
-    @cached_property
+    @property
     def size(self) -> int:
-        total = getattr(self.files, "total_size", None)  # a FileView sums its size column
-        return int(total) if total is not None else sum(f.size for f in self.files)
+        if isinstance(self.files, FileView):  # sums its size column once, or knows it from the planner
+            return self.files.total_size
+        return sum(f.size for f in self.files)
 
     @property
     def paths(self) -> list[str]:
@@ -91,7 +92,8 @@ class OptimizePlan:
 
     @property
     def partitions(self) -> int:
-        return len({tuple(sorted(b.partition_values.items(), key=lambda kv: kv[0])) for b in self.bins})
+        distinct = {id(b.partition_values): b.partition_values for b in self.bins}.values()
+        return len({tuple(sorted(v.items(), key=lambda kv: kv[0])) for v in distinct})
 
     @property
     def is_noop(self) -> bool:
@@ -119,8 +121,12 @@ class OptimizePlan:
     def summary(self, *, include_files: bool = False) -> dict[str, Any]:
         """What ``--dry-run --json`` prints: totals and one entry per partition; file paths only on request."""
         per: dict[str, dict[str, Any]] = {}
+        labels: dict[int, str] = {}  # bins of one partition often share one values mapping: label it once
         for b in self.bins:
-            entry = per.setdefault(_partition_label(b.partition_values), {"bins": 0, "files": 0, "bytes": 0})
+            key = id(b.partition_values)
+            if key not in labels:
+                labels[key] = _partition_label(b.partition_values)
+            entry = per.setdefault(labels[key], {"bins": 0, "files": 0, "bytes": 0})
             entry["bins"] += 1
             entry["files"] += len(b.files)
             entry["bytes"] += b.size
