@@ -166,16 +166,13 @@ class AutoCompactRun:
         from .engine.executor import OptimizeExecutor
         from .engine.session import get_spark
         from .engine.spark_engine import SparkEngine
+        from .plan.autocompact import partitions_of
         from .plan.builder import build_plan
-        from .plan.planner import raw_partition_key
         from .plan.predicate import select_partitions
 
         engine = SparkEngine(get_spark(self.spark))
         snapshot = load_snapshot(self.location)
-        raw_keys: set[RawKey] | None = None
-        if chosen_paths is not None:
-            cols = snapshot.partition_columns
-            raw_keys = {raw_partition_key(f, cols) for f in snapshot.files if unquote(f.path) in chosen_paths}
+        raw_keys: set[RawKey] | None = None if chosen_paths is None else partitions_of(snapshot, chosen_paths)
         sizes = {"min_file_size": self.config.small_file_threshold, "max_file_size": self.config.max_file_size}
         config = OptimizeConfig.resolve(engine.conf_getter, sizes)
         selection = select_partitions(snapshot, (), time_zone=engine.time_zone)

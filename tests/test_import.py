@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -24,3 +25,18 @@ def test_lazy_attributes_resolve():
     assert sorted(ddo.__all__) == ddo.__all__
     for name in ddo.__all__:
         assert getattr(ddo, name) is not None
+
+
+def test_demo_finds_the_integration_project():
+    from dbt_delta_optimize.dbt import demo
+
+    assert os.path.isfile(os.path.join(demo.PROJECT, "dbt_project.yml")), demo.PROJECT
+
+
+def test_embedded_session_leaves_pyspark_python_alone(spark):
+    """The workers run this interpreter, set on the context, not through the process environment."""
+    assert "PYSPARK_PYTHON" not in os.environ
+    assert spark.sparkContext.pythonExec == sys.executable
+    assert spark.sparkContext.parallelize([1], 1).map(lambda _: __import__("sys").executable).collect() == [
+        sys.executable
+    ]

@@ -163,3 +163,28 @@ def test_a_live_list_the_replay_does_not_give_falls_back_to_lookup(checkpointed)
     more = pa.concat_arrays([live, pa.array(["part=q/not-in-the-log.parquet"])])
     table, missing = ft.build_file_table(storage, checkpointed, 6, listing, more)
     assert missing == ["part=q/not-in-the-log.parquet"] and len(table) == len(live)
+
+
+@pytest.mark.parametrize("threshold", [1, 400, 2500, 10**9])
+def test_auto_compact_counts_from_columns_match_objects(table, threshold):
+    from dbt_delta_optimize.plan.autocompact import AutoCompactConfig, decide_counts, partition_counts
+
+    snap = load_snapshot(table)
+    objects = dataclasses.replace(snap, files=tuple(snap.files), file_table=None)
+    columnar, by_object = partition_counts(snap, threshold), partition_counts(objects, threshold)
+    assert columnar == by_object and sum(by_object[1].values()) == len(snap.files)
+    config = AutoCompactConfig(min_num_files=2, modified_partitions_only=False)
+    assert decide_counts(*columnar, (), snap.partition_columns, config) == decide_counts(
+        *by_object, (), snap.partition_columns, config
+    )
+
+
+def test_partitions_of_paths(table):
+    from urllib.parse import unquote
+
+    from dbt_delta_optimize.plan.autocompact import partitions_of
+
+    snap = load_snapshot(table)
+    objects = dataclasses.replace(snap, files=tuple(snap.files), file_table=None)
+    some = {unquote(f.path) for f in snap.files if f.partition_values.get("part") in ("b'c", None)}
+    assert partitions_of(snap, some) == partitions_of(objects, some) == {("b'c",), (None,)}

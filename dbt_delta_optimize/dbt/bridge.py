@@ -40,29 +40,11 @@ RESULTS_FILE = target_files.RESULTS_FILE
 def _spark() -> Any:
     from pyspark.sql import SparkSession
 
+    from ..engine.session import use_this_python
+
     session = SparkSession.builder.getOrCreate()
-    _use_this_python(session)
+    use_this_python(session)
     return session
-
-
-def _use_this_python(session: Any) -> None:
-    """Local Spark's Python workers must run this interpreter (pyarrow, this package), not ``python3`` on PATH.
-
-    PySpark takes the worker interpreter from ``$PYSPARK_PYTHON`` when the context starts, else
-    ``python3``. dbt-spark creates the session, so instead of changing the process environment the
-    context's own setting is pointed here: only for a local master, and only when nobody chose one.
-    """
-    import os
-    import sys
-
-    try:
-        sc = session.sparkContext
-    except Exception:  # Spark Connect: no local context, nothing to point
-        return
-    if "PYSPARK_PYTHON" in os.environ or getattr(sc, "pythonExec", None) != "python3":
-        return
-    if str(sc.master).startswith("local"):
-        sc.pythonExec = sys.executable
 
 
 def _files(location: str) -> tuple[int, int]:

@@ -183,6 +183,10 @@ class FileTable:
     def paths(self) -> list[str]:
         return list(self.adds.field("path").to_pylist())
 
+    def decoded_paths(self) -> Any:
+        """The paths, URI-decoded (as deltalake and the file system name them)."""
+        return _decoded(self.adds.field("path"))
+
     def column(self, name: str) -> Any:
         if name == "stats" and self.stats_loader is not None:
             if not self._stats:

@@ -26,6 +26,7 @@ __all__ = [
     "get_spark",
     "is_path",
     "resolve_table",
+    "use_this_python",
 ]
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,6 @@ def get_spark(
 
     if SparkContext._active_spark_context is not None:  # dbt runs nodes in threads with no active session
         return SparkSession.builder.getOrCreate()
-    # PySpark takes the worker interpreter from PYSPARK_PYTHON only: make it this one (with pyarrow).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in {
         **session_conf(work_dir or os.path.join(default_home(), "spark"), catalog=catalog),
@@ -129,7 +128,25 @@ def get_spark(
         builder = builder.config(k, v)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    use_this_python(session)
     return session
+
+
+def use_this_python(session: SparkSession) -> None:
+    """Local Spark's Python workers run this interpreter (pyarrow, this package), not ``python3`` on PATH.
+
+    PySpark takes the worker interpreter from ``$PYSPARK_PYTHON`` when the context starts, else
+    ``python3``. Instead of changing the process environment (dbt's, a notebook's) the context's
+    own setting is pointed here: only for a local master, and only when nobody chose one.
+    """
+    try:
+        sc = session.sparkContext
+    except Exception:  # Spark Connect: no local context, nothing to point
+        return
+    if "PYSPARK_PYTHON" in os.environ or getattr(sc, "pythonExec", None) != "python3":
+        return
+    if str(sc.master).startswith("local"):
+        sc.pythonExec = sys.executable
 
 
 def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:

@@ -16,7 +16,7 @@ Differences from delta-spark on purpose (tested):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from ..errors import InvalidConfigError
 from .config import PREFIX, ConfGetter, MiB, parse_bool, parse_size
 
 if TYPE_CHECKING:
+    from ..delta.file_table import RawKey
     from ..delta.snapshot import Snapshot
     from .metrics import OptimizeMetrics
 
@@ -220,6 +221,18 @@ def decide(
         total[part] = total.get(part, 0) + 1
         if size < threshold:
             small[part] = small.get(part, 0) + 1
+    return decide_counts(small, total, touched, columns, config)
+
+
+def decide_counts(
+    small: Mapping[tuple[str | None, ...], int],
+    total: Mapping[tuple[str | None, ...], int],
+    touched: Iterable[tuple[str | None, ...]],
+    columns: Sequence[str],
+    config: AutoCompactConfig,
+) -> AutoCompactDecision:
+    """``decide`` from per-partition counts: small files and all files of each partition. Pure."""
+    threshold = config.small_file_threshold
     scope = set(touched) if config.modified_partitions_only else set(total)
     considered = sorted(
         (PartitionCount(dict(zip(columns, p)), small.get(p, 0), total.get(p, 0)) for p in scope if p in total),
@@ -266,8 +279,6 @@ def plan_auto_compact(
     get_conf: ConfGetter | None = None,
 ) -> AutoCompactDecision:
     """Dry run over every partition of a snapshot (no triggering write): what auto compaction would pick now."""
-    from .planner import raw_partition_key
-
     settings: dict[str, Any] = {"modified_partitions_only": False}
     if min_num_files is not None:
         settings["min_num_files"] = min_num_files
@@ -276,6 +287,48 @@ def plan_auto_compact(
     if min_file_size is not None:
         settings["min_file_size"] = min_file_size
     config = AutoCompactConfig.resolve(get_conf, settings)
+    small, total = partition_counts(snapshot, config.small_file_threshold)
+    return decide_counts(small, total, (), snapshot.partition_columns, config)
+
+
+def partition_counts(snapshot: Snapshot, threshold: int) -> tuple[dict[RawKey, int], dict[RawKey, int]]:
+    """Files smaller than ``threshold``, and all files, per raw partition (from columns when the snapshot has them)."""
+    from .planner import raw_partition_key
+
     cols = snapshot.partition_columns
-    files = [(raw_partition_key(f, cols), f.size) for f in snapshot.files]
-    return decide(files, (), cols, config)
+    table = snapshot.file_table
+    if table is None:
+        small: dict[RawKey, int] = {}
+        total: dict[RawKey, int] = {}
+        for f in snapshot.files:
+            key = raw_partition_key(f, cols)
+            total[key] = total.get(key, 0) + 1
+            small[key] = small.get(key, 0) + (f.size < threshold)
+        return {k: n for k, n in small.items() if n}, total
+    import pyarrow.compute as pc
+
+    codes, keys = table.partition_codes(cols)
+
+    def counts(values: Any) -> dict[RawKey, int]:
+        vc = pc.value_counts(values)
+        return dict(zip((keys[c] for c in vc.field("values").to_pylist()), vc.field("counts").to_pylist()))
+
+    return counts(codes.filter(pc.less(table.column("size"), threshold))), counts(codes)
+
+
+def partitions_of(snapshot: Snapshot, paths: Collection[str]) -> set[RawKey]:
+    """The raw partitions of the live files whose (decoded) path is in ``paths``."""
+    from urllib.parse import unquote
+
+    from .planner import raw_partition_key
+
+    cols = snapshot.partition_columns
+    table = snapshot.file_table
+    if table is None:
+        return {raw_partition_key(f, cols) for f in snapshot.files if unquote(f.path) in paths}
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    codes, keys = table.partition_codes(cols)
+    hit = pc.is_in(table.decoded_paths(), value_set=pa.array(list(paths), pa.string()))
+    return {keys[c] for c in pc.unique(codes.filter(hit)).to_pylist()}
