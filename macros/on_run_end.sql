@@ -10,7 +10,8 @@
     {{ exceptions.raise_compiler_error("dbt_delta_optimize.on_run_end needs dbt's run results: call it as dbt_delta_optimize.on_run_end(results) in on-run-end.") }}
   {% endif %}
   {% set bridge = dbt_delta_optimize._delta_optimize_bridge() %}
-  {% for res in results if res.node.resource_type == 'model' and res.status == 'success' %}
+  {% for res in results if res.node.resource_type == 'model' and res.status == 'success'
+                          and dbt_delta_optimize._delta_optimize_has_files(res.node.config.materialized, res.node.name) %}
     {% set settings = res.node.config.get('meta', {}).get('delta_optimize', {}) or {} %}
     {% set result = bridge.run_model(res.node.schema ~ '.' ~ res.node.alias, settings, model=res.node.name,
                                      file_format=res.node.config.get('file_format'),

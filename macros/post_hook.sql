@@ -6,7 +6,7 @@
 {% endmacro %}
 
 {% macro default__post_hook() %}
-  {% if not execute %}{{ return('') }}{% endif %}
+  {% if not execute or not dbt_delta_optimize._delta_optimize_has_files(config.get('materialized'), this) %}{{ return('') }}{% endif %}
   {% if dbt_delta_optimize._delta_optimize_skip_run() %}
     {{ log('delta_optimize ' ~ this ~ ': skipped (DELTA_OPTIMIZE_SKIP)', info=true) }}
     {{ return('') }}

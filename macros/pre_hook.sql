@@ -7,6 +7,7 @@
 
 {% macro default__pre_hook() %}
   {% if not execute or dbt_delta_optimize._delta_optimize_skip_run() %}{{ return('') }}{% endif %}
+  {% if not dbt_delta_optimize._delta_optimize_has_files(config.get('materialized'), this) %}{{ return('') }}{% endif %}
   {% do dbt_delta_optimize._delta_optimize_bridge().record_version(
       this.schema ~ '.' ~ this.identifier, invocation_id=invocation_id, target_path=flags.TARGET_PATH) %}
   {{ return('') }}

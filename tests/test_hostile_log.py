@@ -149,3 +149,24 @@ def test_copy_of_a_healthy_table_still_loads(tmp_path):
     shutil.copytree(p, q)
     snap = load_snapshot(q)
     assert snap.version == 2 and len(snap.files) == 4 and snap.storage is not None
+
+
+def test_stats_claiming_another_row_count_are_refused_naming_the_file(spark, tmp_path):
+    """Wrong numRecords in the log: the row guard trips, and the error says the stats lie (not a bug)."""
+    from dbt_delta_optimize.api import optimize
+    from tests.helpers import data_files, log_snapshot
+
+    p = _table(tmp_path)
+    with open(_log(p, 1)) as fh:
+        actions = [json.loads(line) for line in fh]
+    lied = next(a["add"] for a in actions if "add" in a)
+    stats = json.loads(lied["stats"])
+    lied["stats"] = json.dumps({**stats, "numRecords": 99})
+    with open(_log(p, 1), "w") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    before_log, before_files = log_snapshot(p), data_files(p)
+    with pytest.raises(CorruptLogError) as info:
+        optimize(spark, p)
+    assert lied["path"] in str(info.value) and "claim 99 rows" in str(info.value) and "holds 1" in str(info.value)
+    assert exit_code(info.value) == 2
+    assert log_snapshot(p) == before_log and data_files(p) == before_files

@@ -86,3 +86,27 @@ def test_new_files_always_land_under_the_root_in_the_partition_folder(values):
     assert "/" not in rel  # one folder level for one partition column: escaping keeps '/' out
     with pytest.raises(ValueError):
         new_file_location("/root/t", values, ["p"], "../x.parquet")
+
+
+def test_partition_folder_linked_out_of_the_table_is_refused_before_any_write(spark, tmp_path):
+    """A symbolic link in the table (part=1 -> elsewhere) would carry new files out: exit 2, nothing written."""
+    from click.testing import CliRunner
+
+    from dbt_delta_optimize.cli.main import cli
+    from tests.helpers import log_snapshot
+
+    p, outside = tmp_path / "t", tmp_path / "outside"
+    for i in range(2):
+        spark.range(i * 10, i * 10 + 10, 1, 2).selectExpr("id", "id % 2 AS part").write.format("delta").partitionBy(
+            "part"
+        ).mode("append").save(str(p))
+    (p / "part=1").rename(outside)
+    (p / "part=1").symlink_to(outside, target_is_directory=True)
+    before_log, before_outside, before_inside = log_snapshot(str(p)), os.listdir(outside), os.listdir(p / "part=0")
+    res = CliRunner().invoke(cli, ["optimize", str(p)])
+    assert res.exit_code == 2, res.output
+    assert "part=1" in res.stderr and "outside the table" in res.stderr and "Traceback" not in res.stderr
+    assert log_snapshot(str(p)) == before_log
+    assert sorted(os.listdir(outside)) == sorted(before_outside)
+    assert sorted(os.listdir(p / "part=0")) == sorted(before_inside)
+    assert not os.path.exists(os.path.join(p, STAGING_DIR))

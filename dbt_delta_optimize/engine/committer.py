@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import AddFile, RemoveFile
 from ..delta.commit import CommitResult, Transaction
@@ -20,6 +20,10 @@ from ..delta.snapshot import Snapshot, load_snapshot
 from ..errors import MetadataChangedError, ProtocolChangedError, ValidationError
 from ..plan.metrics import operation_metrics
 from ..plan.planner import Bin, OptimizePlan
+from .data_files import lying_stats
+
+if TYPE_CHECKING:
+    from ..inspect.findings import ValidationReport
 
 __all__ = ["commit_batch", "operation_parameters"]
 
@@ -62,6 +66,17 @@ def _check_landed(snapshot: Snapshot, version: int) -> None:
         )
 
 
+def _check_planned(snapshot: Snapshot, files_read: Sequence[AddFile], report: ValidationReport) -> None:
+    """Refuse a batch whose planned actions fail validation; rows that differ from lying stats say so."""
+    if report.ok:
+        return
+    if "row_count_mismatch" in report.codes:
+        lie = lying_stats(snapshot, files_read)
+        if lie is not None:
+            raise lie
+    report.raise_if_invalid()
+
+
 def commit_batch(
     snapshot: Snapshot, plan: OptimizePlan, batch: Sequence[Bin], adds: list[AddFile], removes: list[RemoveFile]
 ) -> CommitResult:
@@ -75,7 +90,7 @@ def commit_batch(
     actions: list[AddFile | RemoveFile] = [*adds, *removes]
     for attempt in range(1, config.max_commit_attempts + 1):
         if config.validate_commits:
-            validate_actions(snapshot, adds, removes).raise_if_invalid()
+            _check_planned(snapshot, files_read, validate_actions(snapshot, adds, removes))
         txn = Transaction(snapshot, max_attempts=config.max_commit_attempts)
         txn.track_read(files_read)
         try:

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from ..delta.actions import AddFile
 from ..delta.snapshot import Snapshot
-from ..errors import DataFileError
+from ..errors import CorruptLogError, DataFileError
 
-__all__ = ["diagnose_inputs"]
+__all__ = ["diagnose_inputs", "lying_stats"]
 
 _MAGIC = b"PAR1"
 
@@ -54,5 +54,28 @@ def diagnose_inputs(snapshot: Snapshot, files: Sequence[AddFile]) -> DataFileErr
                 "Restore the file, or remove it from the table (e.g. RESTORE to an earlier version, or DELETE its rows).",
                 path=f.path,
                 reason=why,
+            )
+    return None
+
+
+def lying_stats(snapshot: Snapshot, files: Sequence[AddFile]) -> CorruptLogError | None:
+    """A CorruptLogError naming the first input whose stats claim another row count than its footer holds.
+
+    Called only when the rows we wrote differ from what the inputs' stats add up to: either a bug
+    (the commit is refused) or stats in the log that lie, which this tells apart.
+    """
+    import pyarrow.parquet as pq
+
+    for f in files:
+        claimed = f.num_records
+        if claimed is None:
+            continue
+        with snapshot.storage.open_input(snapshot.file_path(f.path)) as fh:
+            actual = pq.ParquetFile(fh).metadata.num_rows
+        if actual != claimed:
+            return CorruptLogError(
+                f"The stats of data file {f.path!r} in the log of '{snapshot.location}' claim {claimed} rows, but the "
+                f"file holds {actual}. Nothing was committed. The table's statistics are wrong (written by a faulty "
+                "writer); recompute them (delta-spark: ANALYZE TABLE ... COMPUTE DELTA STATISTICS) and run again."
             )
     return None

@@ -32,6 +32,7 @@ from ..plan.planner import Bin, OptimizePlan
 from .bin_rewriter import BinResult, BinRewriter
 from .committer import commit_batch
 from .data_files import diagnose_inputs
+from .layout import check_output_folders, hive_dir
 from .spark_engine import SparkEngine
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class OptimizeExecutor:
         start_ms = int(time.time() * 1000)
         plan, snap = self.plan, self.snapshot
         group = f"dbt-delta-optimize-{uuid.uuid4().hex[:12]}"
+        folders = {hive_dir(b.partition_values, snap.partition_columns) for b in plan.bins}
+        check_output_folders(snap.storage, snap.location, sorted(folders))
         cleaned = clean_debris(snap.storage, snap.location)
         if cleaned.removed:
             log.info("removed what earlier killed runs left in %s: %s", snap.location, cleaned.to_dict())

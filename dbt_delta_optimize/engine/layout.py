@@ -8,12 +8,14 @@ relative path, as delta-spark writes it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import quote
 
-from ..delta.storage import join
+from ..delta.storage import LocalStorage, Storage, join, local_path
+from ..errors import UnsafePathError
 
-__all__ = ["HIVE_DEFAULT_PARTITION", "hive_dir", "new_file_location"]
+__all__ = ["HIVE_DEFAULT_PARTITION", "check_output_folders", "hive_dir", "new_file_location"]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_ESCAPE = set("\"#%'*/:=?\\{[]^") | {chr(c) for c in range(0x01, 0x20)} | {chr(0x7F)}
@@ -42,3 +44,22 @@ def new_file_location(
     log_dir = quote(rel_dir, safe="/=!$&'()*+,;:@-._~")
     dest = join(root, rel_dir, name) if rel_dir else join(root, name)
     return dest, (f"{log_dir}/{name}" if log_dir else name), rel_dir
+
+
+def check_output_folders(storage: Storage, root: str, folders: Iterable[str]) -> None:
+    """Refuse before any write if a partition folder resolves outside the table (a symbolic link out).
+
+    The folder names are safe by construction; on a local file system an existing link in the
+    table (``part=a -> /elsewhere``) would still carry our files out of it. Object stores have no links.
+    """
+    if not isinstance(storage, LocalStorage):
+        return
+    real_root = os.path.realpath(local_path(root))
+    for rel in folders:
+        real = os.path.realpath(os.path.join(real_root, rel)) if rel else real_root
+        if os.path.commonpath([real, real_root]) != real_root:
+            raise UnsafePathError(
+                f"Partition folder '{rel}' of '{root}' resolves to '{real}', outside the table (a symbolic link). "
+                "Nothing was written. Replace the link with a real folder, or optimize the table at its real location.",
+                path=rel,
+            )
