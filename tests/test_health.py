@@ -4,9 +4,11 @@ plan against OPTIMIZE's dry run, and the HTML page's pictures decoded back to SV
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
+import shlex
 import shutil
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -18,13 +20,22 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 from dbt_delta_optimize.cli.inspect import health, history, validate
-from dbt_delta_optimize.errors import TableNotFoundError
-from dbt_delta_optimize.inspect.health import health_report, histogram, render_html
+from dbt_delta_optimize.cli.optimize import optimize as optimize_cmd
+from dbt_delta_optimize.errors import InvalidConfigError, TableNotFoundError
+from dbt_delta_optimize.inspect.health import HealthReport, histogram, render_html
+from dbt_delta_optimize.inspect.health import health_report as _health_report
 from dbt_delta_optimize.plan.curve import COLUMNS_TAG, CURVE_TAG
 
 CLI = click.Group(commands=[validate, health, history])
 SVG = "{http://www.w3.org/2000/svg}svg"
 IMG_RE = re.compile(r'<img alt="([^"]*)" src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)">')
+
+
+def health_report(*args, **kwargs) -> dict:
+    """The report's JSON form (what --json prints), which most checks read."""
+    report = _health_report(*args, **kwargs)
+    assert isinstance(report, HealthReport)
+    return report.to_dict()
 
 
 def run_cli(*args: str):
@@ -156,7 +167,9 @@ def test_default_thresholds_are_delta_sparks(table):
         "optimizeMaxFileSize": 1024**3,
         "autoCompactMinFileSize": 64 * 1024**2,
         "autoCompactMaxFileSize": 128 * 1024**2,
+        "autoCompactMinNumFiles": 50,
     }
+    assert set(r["thresholdSources"].values()) <= {"default", "autoCompact.maxFileSize / 2"}
     assert r["smallFiles"] == {"optimize": 8, "autoCompact": 8}
     # OPTIMIZE would compact every partition with more than one file: a (5 files) and b (2).
     plan = r["optimize"]
@@ -192,6 +205,7 @@ def test_plan_is_optimizes_dry_run(spark, table):
         spark.conf.unset("spark.databricks.delta.autoCompact.maxFileSize")
     assert r["thresholds"]["optimizeMinFileSize"] == small
     assert r["thresholds"]["autoCompactMinFileSize"] == 2048 and r["thresholds"]["autoCompactMaxFileSize"] == 4096
+    assert r["thresholdSources"]["optimizeMinFileSize"] == "spark.databricks.delta.optimize.minFileSize"
     check_numbers(r, expected_layout(table), small, 2048)
     assert r["optimize"] == dry
 
@@ -282,10 +296,89 @@ def test_cli_health_json_and_errors(table, tmp_path):
     assert d == json.loads(json.dumps(expected))
     res = run_cli("health", table)
     assert res.exit_code == 0 and "optimize would rewrite 7 of 8" in res.stdout
+    assert "verdict: needs optimize: OPTIMIZE would rewrite 7 of 8 file(s) (88%" in res.stdout
+    assert f"recommended: dbt-delta-optimize optimize {table}\n" in res.stdout
     assert re.search(r"^part=a\s+5\s", res.stdout, re.M), res.stdout  # partition, files, ...
     res = run_cli("health", str(tmp_path / "missing"))
     assert res.exit_code == 2 and res.stderr.startswith("error:")
     res = run_cli("health", table, "--compare-version", "99")
     assert res.exit_code == 2 and "error:" in res.stderr
     with pytest.raises(TableNotFoundError):
-        health_report(str(tmp_path / "missing"))
+        _health_report(str(tmp_path / "missing"))
+
+
+# --------------------------------------------------------------------------- report object, verdict
+def test_report_is_a_frozen_dataclass_with_todays_keys(table):
+    report = _health_report(table, min_file_size=sizes_threshold(table))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.version = 3  # type: ignore[misc]
+    d = report.to_dict()
+    old = {"table", "version", "partitionColumns", "numFiles", "sizeBytes", "numPartitions", "avgFileSize"}
+    old |= {"smallFiles", "smallBytes", "histogram", "zOrder", "partitions", "generatedAt", "thresholds"}
+    old |= {"optimize", "optimizeSource", "autoCompact", "compare"}
+    new = {"verdict", "protocol", "lastOptimize", "thresholdSources", "autoCompactEnabled"}
+    assert set(d) == old | new
+    assert (report.table, report.version, d["version"]) == (table, 7, 7)
+    d["partitions"].clear(), d["verdict"].clear()  # copies: the report itself is unchanged
+    assert report.to_dict()["partitions"] and report.verdict.status == "needs optimize"
+    json.dumps(report.to_dict())
+
+
+def test_verdicts_give_numbers_and_a_command_that_parses(table):
+    small = sizes_threshold(table)
+    healthy = health_report(table, min_file_size=1)
+    assert healthy["verdict"]["status"] == "healthy" and healthy["verdict"]["command"] is None
+    assert "rewrite 0 of 8 file(s) (0%" in healthy["verdict"]["reason"]
+
+    r = health_report(table, min_file_size=small)
+    v = r["verdict"]
+    assert v["status"] == "needs optimize"
+    assert "rewrite 6 of 8 file(s) (75%" in v["reason"] and "skipInsufficientFiles" in v["reason"]
+    assert shlex.split(v["command"]) == ["dbt-delta-optimize", "optimize", table, "--min-file-size", str(small)]
+    # the recommended command runs: its dry run plans exactly what the report says OPTIMIZE would do
+    res = CliRunner().invoke(optimize_cmd, [*shlex.split(v["command"])[2:], "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    dry = json.loads(res.stdout)
+    assert (
+        (dry["numBins"], dry["filesToRewrite"]) == (r["optimize"]["numBins"], r["optimize"]["filesToRewrite"]) == (2, 6)
+    )
+
+    # auto compaction's own rule fires (2 small files suffice): compact with its thresholds
+    c = health_report(table, min_file_size=small, auto_compact_min_file_size="2k", auto_compact_min_num_files=2)
+    assert c["autoCompact"]["status"] == "runOnAllPartitions"
+    assert c["verdict"]["status"] == "compact recommended" and "have 2+ files under" in c["verdict"]["reason"]
+    assert shlex.split(c["verdict"]["command"])[2:] == [table, "--min-file-size", "2k", "--max-file-size", "128m"]
+    assert c["thresholdSources"]["autoCompactMinNumFiles"] == "argument"
+    assert c["thresholds"]["autoCompactMinNumFiles"] == 2
+
+
+def test_threshold_sources_follow_the_planners_resolution(table):
+    conf = {"spark.databricks.delta.autoCompact.minNumFiles": "7", "spark.databricks.delta.optimize.maxFileSize": "2g"}
+    r = health_report(table, get_conf=conf.get, min_file_size="1m")
+    assert r["thresholds"]["autoCompactMinNumFiles"] == 7 and r["thresholds"]["optimizeMaxFileSize"] == 2 * 1024**3
+    assert r["thresholdSources"] == {
+        "optimizeMinFileSize": "argument",
+        "optimizeMaxFileSize": "spark.databricks.delta.optimize.maxFileSize",
+        "autoCompactMinFileSize": "autoCompact.maxFileSize / 2",
+        "autoCompactMaxFileSize": "default",
+        "autoCompactMinNumFiles": "spark.databricks.delta.autoCompact.minNumFiles",
+    }
+    with pytest.raises(InvalidConfigError):
+        health_report(table, get_conf={"spark.databricks.delta.autoCompact.minNumFiles": "x"}.get)
+
+
+def test_protocol_and_last_optimize_from_the_log(table):
+    r = health_report(table)
+    proto = DeltaTable(table).protocol()
+    assert (r["protocol"]["minReaderVersion"], r["protocol"]["minWriterVersion"]) == (
+        proto.min_reader_version,
+        proto.min_writer_version,
+    )
+    assert r["protocol"]["unsupportedFeatures"] == [] and r["lastOptimize"] is None
+    metrics = DeltaTable(table).optimize.compact()
+    r = health_report(table)
+    o = r["lastOptimize"]
+    assert (o["version"], o["operation"], o["engine"]) == (8, "OPTIMIZE", "delta-rs")
+    assert (o["filesRemoved"], o["filesAdded"]) == (metrics["numFilesRemoved"], metrics["numFilesAdded"])
+    write_deltalake(table, _rows("c", 5, 9000), partition_by=["part"], mode="append")  # a later commit
+    assert health_report(table)["lastOptimize"]["version"] == 8
