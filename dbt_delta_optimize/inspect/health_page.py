@@ -1,4 +1,12 @@
-"""The health page: one self-contained HTML file from a ``HealthReport`` (inline SVG pictures, no assets)."""
+"""The health page: one self-contained HTML file from a ``HealthReport`` (no network resources).
+
+The page is a jinja2 template (``templates/health.html.j2``) with autoescape on, because table
+paths and partition values are untrusted input; the pictures are SVG documents built here and
+inlined as base64 data URIs, with every text node escaped. Colours have one meaning each:
+red = something to act on (files OPTIMIZE would rewrite, a change for the worse), green = healthy
+or a change for the better, blue = this version's numbers, grey = the "before" version and axes.
+Long lists end in a "+N more" row instead of stopping silently.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +15,37 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from ..plan.config import format_size
 from ..plan.curve import COLUMNS_TAG
+from .health import HEALTHY
 
 if TYPE_CHECKING:
+    import jinja2
+
     from .health import HealthReport
 
-__all__ = ["histogram_svg", "render_html", "svg_data_uri"]
+__all__ = ["MAX_BINS", "MAX_PARTITION_BARS", "MAX_PARTITION_ROWS", "histogram_svg", "render_html", "svg_data_uri"]
 
+#: Rows drawn or listed before a "+N more" row.
+MAX_PARTITION_BARS = 60
+MAX_PARTITION_ROWS = 500
+MAX_BINS = 200
 
-# --------------------------------------------------------------------------- pictures
-_BLUE, _ORANGE, _GREY = "#3b6ea8", "#e08a2c", "#666"
+RED, GREEN, BLUE, GREY = "#b3261e", "#2a7a2a", "#3b6ea8", "#8a949e"
 
 
 def _esc(s: Any) -> str:
     return html.escape(str(s), quote=True)
+
+
+def _svg_open(width: int, height: int, title: str) -> list[str]:
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="#fff"/>',
+        f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>',
+    ]
 
 
 def histogram_svg(
@@ -32,7 +56,10 @@ def histogram_svg(
     width: int = 720,
     height: int = 260,
 ) -> str:
-    """Grouped bar chart of log2 histograms (one series per version), as a standalone SVG document."""
+    """Grouped bar chart of log2 histograms (one series per version), as a standalone SVG document.
+
+    With two series the first is "before" (grey) and the second "after" (blue); one series is blue.
+    """
     ks = sorted({b["log2"] for _, buckets in series for b in buckets})
     if ks:
         ks = list(range(ks[0], ks[-1] + 1))
@@ -45,14 +72,11 @@ def histogram_svg(
     slot = plot_w / max(1, len(ks))
     bar = min(56.0, max(1.0, (slot * 0.8) / n_series))
     pad = (slot - bar * n_series) / 2  # centre each bucket's group of bars
-    colors = [_BLUE, _ORANGE, "#5a9e4b", "#9b59b6"]
+    colors = [GREY, BLUE] if len(series) > 1 else [BLUE]
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        'font-family="sans-serif" font-size="11">',
-        f'<rect width="{width}" height="{height}" fill="#fff"/>',
-        f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>',
-        f'<line x1="{left}" y1="{head + plot_h}" x2="{width - right}" y2="{head + plot_h}" stroke="{_GREY}"/>',
-        f'<line x1="{left}" y1="{head}" x2="{left}" y2="{head + plot_h}" stroke="{_GREY}"/>',
+        *_svg_open(width, height, title),
+        f'<line x1="{left}" y1="{head + plot_h}" x2="{width - right}" y2="{head + plot_h}" stroke="{GREY}"/>',
+        f'<line x1="{left}" y1="{head}" x2="{left}" y2="{head + plot_h}" stroke="{GREY}"/>',
         f'<text x="{left - 4}" y="{head + 4}" text-anchor="end">{top}</text>',
         f'<text x="{left - 4}" y="{head + plot_h}" text-anchor="end">0</text>',
     ]
@@ -77,7 +101,7 @@ def histogram_svg(
                 f"{_esc(format_size(2**k))}</text>"
             )
     parts.append(
-        f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" fill="{_GREY}">'
+        f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" fill="{GREY}">'
         f"file size (log2 buckets, lower bound); bar = number of {value}</text>"
     )
     if len(series) > 1:
@@ -90,30 +114,33 @@ def histogram_svg(
 
 
 def _partition_bars_svg(partitions: Sequence[Mapping[str, Any]], title: str, width: int = 720) -> str:
-    """Horizontal bars per partition: files, split into small (optimize candidates) and the rest."""
-    rows = list(partitions)[:60]
-    height = 40 + 18 * max(1, len(rows))
+    """Horizontal bars per partition: files OPTIMIZE would rewrite (red) and the rest (blue).
+
+    The partitions with most files to rewrite come first; past ``MAX_PARTITION_BARS`` a "+N more" row.
+    """
+    ranked = sorted(partitions, key=lambda p: (-p.get("filesToRewrite", 0), -p["numFiles"]))
+    rows, more = ranked[:MAX_PARTITION_BARS], len(ranked) - MAX_PARTITION_BARS
+    height = 40 + 18 * (max(1, len(rows)) + (1 if more > 0 else 0))
     top = max([p["numFiles"] for p in rows] + [1])
     left, right = 200, 60
     plot_w = width - left - right
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        'font-family="sans-serif" font-size="11">',
-        f'<rect width="{width}" height="{height}" fill="#fff"/>',
-        f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>',
-    ]
+    parts = _svg_open(width, height, title)
     for i, p in enumerate(rows):
         y = 28 + i * 18
-        small = p["smallFiles"]["optimize"]
-        w_small = plot_w * small / top
-        w_rest = plot_w * (p["numFiles"] - small) / top
+        bad = p.get("filesToRewrite", 0)
+        w_bad = plot_w * bad / top
+        w_rest = plot_w * (p["numFiles"] - bad) / top
         label = p["partition"] if len(p["partition"]) <= 30 else p["partition"][:29] + "…"
         parts += [
             f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">{_esc(label)}</text>',
-            f'<rect x="{left}" y="{y}" width="{w_small:.1f}" height="14" fill="{_ORANGE}"><title>{small} small files</title></rect>',
-            f'<rect x="{left + w_small:.1f}" y="{y}" width="{w_rest:.1f}" height="14" fill="{_BLUE}"/>',
-            f'<text x="{left + w_small + w_rest + 4:.1f}" y="{y + 11}">{p["numFiles"]}</text>',
+            f'<rect x="{left}" y="{y}" width="{w_bad:.1f}" height="14" fill="{RED}">'
+            f"<title>{bad} file(s) OPTIMIZE would rewrite</title></rect>",
+            f'<rect x="{left + w_bad:.1f}" y="{y}" width="{w_rest:.1f}" height="14" fill="{BLUE}"/>',
+            f'<text x="{left + w_bad + w_rest + 4:.1f}" y="{y + 11}">{p["numFiles"]}</text>',
         ]
+    if more > 0:
+        y = 28 + len(rows) * 18
+        parts.append(f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">+{more} more partitions</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -122,71 +149,161 @@ def svg_data_uri(svg: str) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
 
 
-def _img(svg: str, alt: str) -> str:
-    return f'<img alt="{_esc(alt)}" src="{svg_data_uri(svg)}">'
-
-
-# --------------------------------------------------------------------------- HTML
-_CSS = """
-body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}
-table{border-collapse:collapse;margin:8px 0 16px}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th:first-child,td:first-child{text-align:left}
-th{background:#f2f2f2}
-.delta-neg{color:#2a7a2a}.delta-pos{color:#a82a2a}
-code{background:#f5f5f5;padding:1px 3px}
-"""
-
-
+# --------------------------------------------------------------------------- view model
 def _size(n: Any) -> str:
     return format_size(n) if isinstance(n, (int, float)) else "-"
 
 
-def _summary_rows(r: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+def _pv(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items()) or "(unpartitioned)"
+
+
+#: Summary rows: (name, value getter, text, which direction is better: -1 lower, +1 higher, 0 neither).
+_SUMMARY: tuple[tuple[str, str, int], ...] = (
+    ("files", "numFiles", -1),
+    ("size", "sizeBytes", 0),
+    ("partitions", "numPartitions", 0),
+    ("average file size", "avgFileSize", 1),
+    ("small files (optimize)", "smallFiles.optimize", -1),
+    ("small files (auto compaction)", "smallFiles.autoCompact", -1),
+)
+
+
+def _get(r: Mapping[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        r = r[part]
+    return r
+
+
+def _text(key: str, v: Any) -> str:
+    if key == "sizeBytes":
+        return f"{_size(v)} ({v} B)"
+    if key == "avgFileSize":
+        return _size(v)
+    return str(v)
+
+
+def _change(key: str, before: Any, after: Any, better: int) -> dict[str, str]:
+    """The change's text and class: green when it went the better way, red the worse, none if neutral."""
+    d = after - before
+    cls = "" if not d or not better else ("good" if (d > 0) == (better > 0) else "bad")
+    if key in ("sizeBytes", "avgFileSize"):
+        text = ("-" if d < 0 else "+") + format_size(abs(d))
+    else:
+        text = f"{d:+d}"
+    return {"text": text, "cls": cls}
+
+
+def _summary(r: Mapping[str, Any], compare: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Rows of the summary table; small-file rows are red only when the verdict says they are a problem."""
+    unhealthy = r["verdict"]["status"] != HEALTHY
+    auto_runs = r["autoCompact"]["status"] in (RUN_ON_ALL, RUN_ON_MODIFIED)
+    problem = {"smallFiles.optimize": unhealthy, "smallFiles.autoCompact": unhealthy and auto_runs}
+    rows = []
+    for name, key, better in _SUMMARY:
+        after = _get(r, key)
+        row: dict[str, Any] = {"name": name, "text": _text(key, after), "cls": "bad" if problem.get(key) else ""}
+        if compare is not None:
+            before = _get(compare, key)
+            row["before"] = _text(key, before)
+            row["change"] = _change(key, before, after, better)
+        rows.append(row)
+    return rows
+
+
+def _histogram(r: Mapping[str, Any], compare: Mapping[str, Any] | None) -> dict[str, Any]:
+    series = []
+    if compare is not None:
+        series.append((f"before (v{compare['version']})", compare["histogram"]))
+        series.append((f"after (v{r['version']})", r["histogram"]))
+    else:
+        series.append((f"version {r['version']}", r["histogram"]))
+    ks = sorted({b["log2"] for _, bs in series for b in bs})
+    rows = [
+        {
+            "bucket": f"[{format_size(2**k)}, {format_size(2 ** (k + 1))})",
+            "files": [next((b["files"] for b in bs if b["log2"] == k), 0) for _, bs in series],
+        }
+        for k in ks
+    ]
+    images = [
+        ("file-size histogram (files)", histogram_svg(series, "Files per size bucket")),
+        ("file-size histogram (bytes)", histogram_svg(series, "Bytes per size bucket", value="bytes")),
+    ]
+    return {"names": [n for n, _ in series], "rows": rows, "images": [(a, svg_data_uri(s)) for a, s in images]}
+
+
+def _partitions(r: Mapping[str, Any], compare: Mapping[str, Any] | None) -> dict[str, Any]:
+    before = {p["partition"]: p for p in (compare or {}).get("partitions", [])}
+    rows = []
+    for p in r["partitions"][:MAX_PARTITION_ROWS]:
+        z = p["zOrder"]
+        b = before.get(p["partition"])
+        rows.append(
+            {
+                "p": p,
+                "before": (b["numFiles"] if b else 0) if compare is not None else None,
+                "zorder": z["state"] + (f" ({', '.join(map(str, z['clusteredBy']))})" if z["clusteredBy"] else ""),
+            }
+        )
+    image = None
+    if r["partitions"]:
+        svg = _partition_bars_svg(r["partitions"], "Files per partition (red: files OPTIMIZE would rewrite)")
+        image = ("files per partition", svg_data_uri(svg))
+    return {"rows": rows, "more": max(0, len(r["partitions"]) - MAX_PARTITION_ROWS), "image": image}
+
+
+def _plan(r: Mapping[str, Any]) -> dict[str, Any]:
+    plan = r["optimize"]
+    bins = [{"pv": _pv(b["partitionValues"]), "files": b["files"], "size": _size(b["bytes"])} for b in plan["bins"]]
+    ac = r["autoCompact"]
+    chosen = [c["partition"] for c in ac["chosen"]]
+    considered = [
+        {"pv": _pv(c["partition"]), "small": c["smallFiles"], "files": c["files"], "chosen": c["partition"] in chosen}
+        for c in ac["considered"][:MAX_BINS]
+    ]
+    return {
+        "plan": plan,
+        "bins": bins[:MAX_BINS],
+        "more_bins": max(0, len(bins) - MAX_BINS),
+        "ac": ac,
+        "considered": considered,
+        "more_considered": max(0, len(ac["considered"]) - MAX_BINS),
+    }
+
+
+def _thresholds(r: Mapping[str, Any]) -> list[dict[str, str]]:
+    th, src = r["thresholds"], r.get("thresholdSources") or {}
+    names = (
+        ("optimize.minFileSize", "optimizeMinFileSize", "OPTIMIZE compacts files strictly smaller"),
+        ("optimize.maxFileSize", "optimizeMaxFileSize", "OPTIMIZE's bin cap and target file size"),
+        ("autoCompact.minFileSize", "autoCompactMinFileSize", "auto compaction counts files strictly smaller"),
+        ("autoCompact.maxFileSize", "autoCompactMaxFileSize", "auto compaction's target file size"),
+        ("autoCompact.minNumFiles", "autoCompactMinNumFiles", "small files a partition needs to be compacted"),
+    )
     return [
-        ("files", r["numFiles"], str(r["numFiles"])),
-        ("size", r["sizeBytes"], f"{_size(r['sizeBytes'])} ({r['sizeBytes']} B)"),
-        ("partitions", r["numPartitions"], str(r["numPartitions"])),
-        ("average file size", r["avgFileSize"], _size(r["avgFileSize"])),
-        ("small files (optimize)", r["smallFiles"]["optimize"], str(r["smallFiles"]["optimize"])),
-        ("small files (auto compaction)", r["smallFiles"]["autoCompact"], str(r["smallFiles"]["autoCompact"])),
+        {
+            "name": name,
+            "value": str(th[key]) if key == "autoCompactMinNumFiles" else _size(th[key]),
+            "source": src.get(key, ""),
+            "why": why,
+        }
+        for name, key, why in names
+        if key in th
     ]
 
 
-def _delta_cell(before: Any, after: Any) -> str:
-    try:
-        d = after - before
-    except TypeError:
-        return "<td></td>"
-    cls = "delta-neg" if d < 0 else ("delta-pos" if d > 0 else "")
-    text = f"{d:+.0f}" if isinstance(d, float) else f"{d:+d}"
-    return f'<td class="{cls}">{text}</td>'
+def _environment() -> jinja2.Environment:
+    """A fresh environment per page (no module-level cache, per ARCHITECTURE.md); autoescape always on."""
+    import jinja2
 
-
-def _summary_html(report: Mapping[str, Any], compare: Mapping[str, Any] | None, th: Mapping[str, Any]) -> list[str]:
-    """The summary table (before/after when comparing) and the thresholds line."""
-    out: list[str] = []
-    if compare is not None:
-        out.append(
-            f'<table id="summary"><tr><th></th><th>before (version {compare["version"]})</th>'
-            f"<th>after (version {report['version']})</th><th>change</th></tr>"
-        )
-        for (name, bv, btxt), (_, av, atxt) in zip(_summary_rows(compare), _summary_rows(report)):
-            out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(btxt)}</td><td>{_esc(atxt)}</td>{_delta_cell(bv, av)}</tr>")
-    else:
-        out.append('<table id="summary"><tr><th></th><th>value</th></tr>')
-        for name, _, txt in _summary_rows(report):
-            out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(txt)}</td></tr>")
-    out.append("</table>")
-    if th:
-        out.append(
-            "<p>Thresholds: optimize.minFileSize "
-            f"<b>{_esc(_size(th.get('optimizeMinFileSize')))}</b>, optimize.maxFileSize "
-            f"<b>{_esc(_size(th.get('optimizeMaxFileSize')))}</b>, autoCompact.minFileSize "
-            f"<b>{_esc(_size(th.get('autoCompactMinFileSize')))}</b>, autoCompact.maxFileSize "
-            f"<b>{_esc(_size(th.get('autoCompactMaxFileSize')))}</b> (small = strictly below minFileSize).</p>"
-        )
-    return out
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("dbt_delta_optimize.inspect", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Mapping[str, Any] | None = None) -> str:
@@ -194,105 +311,23 @@ def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Ma
 
     ``compare`` (default: the report's own ``compare`` section) is shown as "before", the report as "after".
     """
-    report = report if isinstance(report, Mapping) else report.to_dict()
-    compare = compare if compare is not None else report.get("compare")
-    th = report.get("thresholds") or {}
-    title = f"Delta table health: {report['table']}"
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_esc(title)}</h1>",
-        f"<p>version <b>{report['version']}</b>, partitioned by "
-        f"<code>{_esc(', '.join(report['partitionColumns']) or 'nothing')}</code>; generated {_esc(report.get('generatedAt', ''))}</p>",
-        "<h2>Summary</h2>",
-    ]
-    out += _summary_html(report, compare, th)
-
-    out.append("<h2>File sizes</h2>")
-    series = []
-    if compare is not None:
-        series.append((f"before (v{compare['version']})", compare["histogram"]))
-        series.append((f"after (v{report['version']})", report["histogram"]))
-    else:
-        series.append((f"version {report['version']}", report["histogram"]))
-    out.append(_img(histogram_svg(series, "Files per size bucket"), "file-size histogram (files)"))
-    out.append(_img(histogram_svg(series, "Bytes per size bucket", value="bytes"), "file-size histogram (bytes)"))
-    out.append('<table id="histogram"><tr><th>bucket</th>')
-    out += [f"<th>{_esc(name)} files</th>" for name, _ in series]
-    out.append("</tr>")
-    ks = sorted({b["log2"] for _, bs in series for b in bs})
-    for k in ks:
-        cells = "".join(f"<td>{next((b['files'] for b in bs if b['log2'] == k), 0)}</td>" for _, bs in series)
-        out.append(f"<tr><td>[{_esc(format_size(2**k))}, {_esc(format_size(2 ** (k + 1)))})</td>{cells}</tr>")
-    out.append("</table>")
-
-    out.append("<h2>Partitions</h2>")
-    if report["partitions"]:
-        out.append(
-            _img(
-                _partition_bars_svg(report["partitions"], "Files per partition (orange: small files)"),
-                "files per partition",
-            )
+    r: Mapping[str, Any] = report if isinstance(report, Mapping) else report.to_dict()
+    compare = compare if compare is not None else r.get("compare")
+    page = (
+        _environment()
+        .get_template("health.html.j2")
+        .render(
+            r=r,
+            compare=compare,
+            summary=_summary(r, compare),
+            histogram=_histogram(r, compare),
+            partitions=_partitions(r, compare),
+            thresholds=_thresholds(r),
+            zorder_tag=COLUMNS_TAG,
+            size=_size,
+            **_plan(r),
         )
-    before_parts = {p["partition"]: p for p in (compare or {}).get("partitions", [])}
-    head = "<tr><th>partition</th>"
-    if compare is not None:
-        head += "<th>files before</th>"
-    head += "<th>files</th><th>size</th><th>avg file</th><th>small (optimize)</th><th>small (auto compaction)</th><th>Z-order</th></tr>"
-    out.append(f'<table id="partitions">{head}')
-    for p in report["partitions"]:
-        z = p["zOrder"]
-        zt = z["state"] + (f" ({', '.join(map(str, z['clusteredBy']))})" if z["clusteredBy"] else "")
-        before_cell = ""
-        if compare is not None:
-            b = before_parts.get(p["partition"])
-            before_cell = f"<td>{b['numFiles'] if b else 0}</td>"
-        out.append(
-            f"<tr><td>{_esc(p['partition'])}</td>{before_cell}<td>{p['numFiles']}</td><td>{_esc(_size(p['sizeBytes']))}</td>"
-            f"<td>{_esc(_size(p['avgFileSize']))}</td><td>{p['smallFiles']['optimize']}</td>"
-            f"<td>{p['smallFiles']['autoCompact']}</td><td>{_esc(zt)}</td></tr>"
-        )
-    out.append("</table>")
-    zc = report.get("zOrder") or {}
-    out.append(
-        f"<p>Z-order state: {zc.get('all', 0)} partition(s) fully clustered, {zc.get('some', 0)} partly, "
-        f"{zc.get('none', 0)} not clustered (from the <code>{_esc(COLUMNS_TAG)}</code> file tags).</p>"
     )
-
-    plan = report.get("optimize")
-    out.append("<h2>What OPTIMIZE would do now</h2>")
-    if plan:
-        out.append(
-            f"<p>{plan['numBins']} bin(s) in {plan['partitions']} partition(s): rewrite {plan['filesToRewrite']} of "
-            f"{plan['consideredFiles']} file(s), {_esc(_size(plan['bytesToRewrite']))} "
-            f"(source: {_esc(report.get('optimizeSource', ''))}).</p>"
-        )
-        if plan["bins"]:
-            out.append('<table id="plan"><tr><th>partition</th><th>files</th><th>bytes</th></tr>')
-            for b in plan["bins"][:200]:
-                pv = (
-                    ", ".join(f"{k}={'null' if v is None else v}" for k, v in b["partitionValues"].items())
-                    or "(unpartitioned)"
-                )
-                out.append(f"<tr><td>{_esc(pv)}</td><td>{b['files']}</td><td>{_esc(_size(b['bytes']))}</td></tr>")
-            out.append("</table>")
-    out.append("<h2>What auto compaction would do</h2>")
-    ac = report.get("autoCompact")
-    if ac is None:
-        out.append("<p><i>Not computed.</i></p>")
-    else:
-        out.append(f"<p>{_esc(ac['status'])}: {_esc(ac['reason'])}</p>")
-        out.append(
-            '<table id="autocompact"><tr><th>partition</th><th>small files</th><th>files</th><th>chosen</th></tr>'
-        )
-        chosen = [c["partition"] for c in ac["chosen"]]
-        for c in ac["considered"][:200]:
-            pv = ", ".join(f"{k}={'null' if v is None else v}" for k, v in c["partition"].items()) or "(unpartitioned)"
-            mark = "yes" if c["partition"] in chosen else ""
-            out.append(f"<tr><td>{_esc(pv)}</td><td>{c['smallFiles']}</td><td>{c['files']}</td><td>{mark}</td></tr>")
-        out.append("</table>")
-    out.append("</body></html>")
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(out))
+        fh.write(page)
     return path
