@@ -547,3 +547,24 @@ def test_template_ships_as_package_data():
     for t in templates:
         rel = t.relative_to(root / "dbt_delta_optimize").as_posix()
         assert any(fnmatch.fnmatch(rel, g) for g in globs["dbt_delta_optimize"]), rel
+
+
+def test_no_command_for_a_table_our_writer_cannot_rewrite(tmp_path):
+    p = str(tmp_path / "dv")
+    write_deltalake(p, _rows("a", 3), configuration={"delta.enableDeletionVectors": "true"})
+    write_deltalake(p, _rows("a", 3, 3), mode="append")
+    report = _health_report(p)
+    assert "deletionVectors" in report.protocol["unsupportedFeatures"]
+    assert report.verdict.status == "needs optimize" and report.verdict.command is None
+    assert "our writer cannot rewrite it (deletionVectors" in report.verdict.reason
+    text = page_text(render(report, tmp_path / "dv.html"))
+    assert "not rewritable by this writer deletionVectors" in text and "Recommended:" not in text
+
+
+def test_empty_table_is_healthy_and_renders(tmp_path):
+    p = str(tmp_path / "empty")
+    write_deltalake(p, pa.table({"id": pa.array([], pa.int64())}))
+    report = _health_report(p)
+    assert (report.verdict.status, report.layout["numFiles"], report.optimize["numBins"]) == ("healthy", 0, 0)
+    text = page_text(render(report, tmp_path / "e.html"))
+    assert "Verdict: healthy" in text and "OPTIMIZE would rewrite 0 of 0 file(s)" in text
