@@ -568,3 +568,13 @@ def test_empty_table_is_healthy_and_renders(tmp_path):
     assert (report.verdict.status, report.layout["numFiles"], report.optimize["numBins"]) == ("healthy", 0, 0)
     text = page_text(render(report, tmp_path / "e.html"))
     assert "Verdict: healthy" in text and "OPTIMIZE would rewrite 0 of 0 file(s)" in text
+
+
+def test_histogram_marks_the_thresholds_in_force(table, tmp_path):
+    small = sizes_threshold(table)
+    r = health_report(table, min_file_size=small, auto_compact_min_file_size=10**9)
+    (files_svg,) = [svg for alt, svg in decoded_images(render(r, tmp_path / "t.html")) if alt.endswith("(files)")]
+    ns = "{http://www.w3.org/2000/svg}"
+    titles = [t.text for line in files_svg.iter(f"{ns}line") for t in line.iter(f"{ns}title")]
+    # the OPTIMIZE threshold lies between the files and is drawn; 1e9 bytes is far right of them: not drawn
+    assert titles == [f"optimize.minFileSize = {format_size(small)}"]

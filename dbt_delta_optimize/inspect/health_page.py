@@ -53,12 +53,14 @@ def histogram_svg(
     title: str,
     *,
     value: str = "files",
+    markers: Sequence[tuple[str, int]] = (),
     width: int = 720,
     height: int = 260,
 ) -> str:
     """Grouped bar chart of log2 histograms (one series per version), as a standalone SVG document.
 
     With two series the first is "before" (grey) and the second "after" (blue); one series is blue.
+    ``markers`` (name, size) draw dashed reference lines, e.g. the small-file thresholds in force.
     """
     ks = sorted({b["log2"] for _, buckets in series for b in buckets})
     if ks:
@@ -104,6 +106,8 @@ def histogram_svg(
         f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" fill="{GREY}">'
         f"file size (log2 buckets, lower bound); bar = number of {value}</text>"
     )
+    if ks:
+        parts += _marker_lines(markers, ks[0], len(ks), left, slot, head, plot_h)
     if len(series) > 1:
         for j, (name, _) in enumerate(series):
             x = left + j * 170
@@ -111,6 +115,26 @@ def histogram_svg(
             parts.append(f'<text x="{x + 14}" y="36">{_esc(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _marker_lines(
+    markers: Sequence[tuple[str, int]], first: int, n: int, left: float, slot: float, head: float, plot_h: float
+) -> list[str]:
+    """Dashed lines at sizes on the log2 axis (only those inside the drawn buckets), labelled by name."""
+    import math
+
+    out = []
+    for i, (name, size) in enumerate(markers):
+        pos = math.log2(size) - first if size > 0 else -1.0
+        if not 0 <= pos <= n:
+            continue
+        x, y = left + pos * slot, head + 10 + 12 * i
+        out += [
+            f'<line x1="{x:.1f}" y1="{head}" x2="{x:.1f}" y2="{head + plot_h}" stroke="{GREY}" stroke-dasharray="4 3">'
+            f"<title>{_esc(name)} = {_esc(format_size(size))}</title></line>",
+            f'<text x="{x + 3:.1f}" y="{y:.1f}" fill="{GREY}">{_esc(name)}</text>',
+        ]
+    return out
 
 
 def _partition_bars_svg(partitions: Sequence[Mapping[str, Any]], title: str, width: int = 720) -> str:
@@ -226,9 +250,14 @@ def _histogram(r: Mapping[str, Any], compare: Mapping[str, Any] | None) -> dict[
         }
         for k in ks
     ]
+    th = r["thresholds"]
+    markers = [
+        ("optimize.minFileSize", th["optimizeMinFileSize"]),
+        ("autoCompact.minFileSize", th["autoCompactMinFileSize"]),
+    ]
     images = [
-        ("file-size histogram (files)", histogram_svg(series, "Files per size bucket")),
-        ("file-size histogram (bytes)", histogram_svg(series, "Bytes per size bucket", value="bytes")),
+        ("file-size histogram (files)", histogram_svg(series, "Files per size bucket", markers=markers)),
+        ("file-size histogram (bytes)", histogram_svg(series, "Bytes per size bucket", value="bytes", markers=markers)),
     ]
     return {"names": [n for n, _ in series], "rows": rows, "images": [(a, svg_data_uri(s)) for a, s in images]}
 
