@@ -436,6 +436,7 @@ def test_protocol_and_last_optimize_from_the_log(table, tmp_path):
         proto.min_writer_version,
     )
     assert r["protocol"]["unsupportedFeatures"] == [] and r["lastOptimize"] is None
+    assert "last OPTIMIZE none in the last 1000 commits" in page_text(render(r, tmp_path / "none.html"))
     metrics = DeltaTable(table).optimize.compact()
     r = health_report(table)
     o = r["lastOptimize"]

@@ -31,6 +31,7 @@ __all__ = [
     "COMPACT_RECOMMENDED",
     "HEALTHY",
     "HEALTHY_REWRITE_SHARE",
+    "LAST_OPTIMIZE_LOOKBACK",
     "NEEDS_OPTIMIZE",
     "HealthReport",
     "Thresholds",
@@ -52,6 +53,8 @@ COMPACT_RECOMMENDED = "compact recommended"
 NEEDS_OPTIMIZE = "needs optimize"
 #: Below this share of files to rewrite, OPTIMIZE's work is not worth a run on its own.
 HEALTHY_REWRITE_SHARE = 0.10
+#: Commits searched back for the last OPTIMIZE, so a long log cannot make the report slow.
+LAST_OPTIMIZE_LOOKBACK = 1000
 
 
 # --------------------------------------------------------------------------- numbers
@@ -425,7 +428,11 @@ def health_report(
         protocol=protocol,
         auto_compact_enabled=auto_compact_enabled(get_conf or (lambda _k: None), snapshot.configuration),
         last_optimize=last_operation(
-            snapshot.location, "OPTIMIZE", at_version=snapshot.version, storage=snapshot.storage
+            snapshot.location,
+            "OPTIMIZE",
+            at_version=snapshot.version,
+            limit=LAST_OPTIMIZE_LOOKBACK,
+            storage=snapshot.storage,
         ),
         optimize=plan,
         auto_compact=auto,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from ..plan.config import format_size
 from ..plan.curve import COLUMNS_TAG
-from .health import HEALTHY
+from .health import HEALTHY, LAST_OPTIMIZE_LOOKBACK
 
 if TYPE_CHECKING:
     import jinja2
@@ -353,6 +353,7 @@ def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Ma
             partitions=_partitions(r, compare),
             thresholds=_thresholds(r),
             zorder_tag=COLUMNS_TAG,
+            lookback=LAST_OPTIMIZE_LOOKBACK,
             size=_size,
             **_plan(r),
         )
