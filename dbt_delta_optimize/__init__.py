@@ -15,6 +15,7 @@ _LAZY = {
     "AutoCompactResult": "plan.autocompact",
     "CommitResult": "delta.commit",
     "DeletionVector": "delta.actions",
+    "HealthReport": "inspect.health",
     "Metadata": "delta.actions",
     "OptimizeConfig": "plan.config",
     "OptimizeExecutor": "engine.executor",
@@ -42,6 +43,7 @@ __all__ = [
     "AutoCompactResult",
     "CommitResult",
     "DeletionVector",
+    "HealthReport",
     "Metadata",
     "OptimizeConfig",
     "OptimizeExecutor",
@@ -74,7 +76,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .delta.snapshot import Snapshot, load_snapshot, read_commits
     from .engine.executor import OptimizeExecutor
     from .engine.session import get_spark
-    from .inspect.health import health_report
+    from .inspect.health import HealthReport, health_report
     from .inspect.validate import validate_actions, validate_commit
     from .plan.autocompact import AutoCompactResult
     from .plan.config import OptimizeConfig, OptimizeOptions

@@ -4,12 +4,16 @@ plan against OPTIMIZE's dry run, and the HTML page's pictures decoded back to SV
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
+import shlex
 import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from html.parser import HTMLParser
 
 import click
 import pyarrow as pa
@@ -18,13 +22,24 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 from dbt_delta_optimize.cli.inspect import health, history, validate
-from dbt_delta_optimize.errors import TableNotFoundError
-from dbt_delta_optimize.inspect.health import health_report, histogram, render_html
+from dbt_delta_optimize.cli.optimize import optimize as optimize_cmd
+from dbt_delta_optimize.errors import InvalidConfigError, TableNotFoundError
+from dbt_delta_optimize.inspect import health_page
+from dbt_delta_optimize.inspect.health import HealthReport, histogram, render_html
+from dbt_delta_optimize.inspect.health import health_report as _health_report
+from dbt_delta_optimize.plan.config import format_size
 from dbt_delta_optimize.plan.curve import COLUMNS_TAG, CURVE_TAG
 
 CLI = click.Group(commands=[validate, health, history])
 SVG = "{http://www.w3.org/2000/svg}svg"
 IMG_RE = re.compile(r'<img alt="([^"]*)" src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)">')
+
+
+def health_report(*args, **kwargs) -> dict:
+    """The report's JSON form (what --json prints), which most checks read."""
+    report = _health_report(*args, **kwargs)
+    assert isinstance(report, HealthReport)
+    return report.to_dict()
 
 
 def run_cli(*args: str):
@@ -156,7 +171,9 @@ def test_default_thresholds_are_delta_sparks(table):
         "optimizeMaxFileSize": 1024**3,
         "autoCompactMinFileSize": 64 * 1024**2,
         "autoCompactMaxFileSize": 128 * 1024**2,
+        "autoCompactMinNumFiles": 50,
     }
+    assert set(r["thresholdSources"].values()) <= {"default", "autoCompact.maxFileSize / 2"}
     assert r["smallFiles"] == {"optimize": 8, "autoCompact": 8}
     # OPTIMIZE would compact every partition with more than one file: a (5 files) and b (2).
     plan = r["optimize"]
@@ -192,6 +209,7 @@ def test_plan_is_optimizes_dry_run(spark, table):
         spark.conf.unset("spark.databricks.delta.autoCompact.maxFileSize")
     assert r["thresholds"]["optimizeMinFileSize"] == small
     assert r["thresholds"]["autoCompactMinFileSize"] == 2048 and r["thresholds"]["autoCompactMaxFileSize"] == 4096
+    assert r["thresholdSources"]["optimizeMinFileSize"] == "spark.databricks.delta.optimize.minFileSize"
     check_numbers(r, expected_layout(table), small, 2048)
     assert r["optimize"] == dry
 
@@ -241,7 +259,7 @@ def test_html_page_pictures_decode_and_show_the_numbers(table, tmp_path):
     assert bar_values(bytes_svg, f"version {r['version']}") == r["sizeBytes"]
     for p in r["partitions"]:
         assert f"<td>{p['partition']}</td><td>{p['numFiles']}</td>" in page
-    assert f"<td>small files (optimize)</td><td>{r['smallFiles']['optimize']}</td>" in page
+    assert f'<td>small files (optimize)</td><td class="bad">{r["smallFiles"]["optimize"]}</td>' in page
     assert f"{r['autoCompact']['status']}: " in page  # auto compaction's dry run
     for c in r["autoCompact"]["considered"]:
         pv = ", ".join(f"{k}={v}" for k, v in c["partition"].items())
@@ -265,7 +283,7 @@ def test_compare_version_shows_before_and_after(table, tmp_path):
     assert bar_values(files_svg, "before (v7)") == r["compare"]["numFiles"] == 8
     assert bar_values(files_svg, "after (v8)") == r["numFiles"]
     delta = r["numFiles"] - 8
-    assert f'<td>files</td><td>8</td><td>{r["numFiles"]}</td><td class="delta-neg">{delta:+d}</td>' in page
+    assert f'<td>files</td><td>8</td><td>{r["numFiles"]}</td><td class="good">{delta:+d}</td>' in page
 
     res = run_cli("health", table, "--compare-version", "7", "--html", str(tmp_path / "cli.html"))
     assert res.exit_code == 0, res.output
@@ -282,10 +300,282 @@ def test_cli_health_json_and_errors(table, tmp_path):
     assert d == json.loads(json.dumps(expected))
     res = run_cli("health", table)
     assert res.exit_code == 0 and "optimize would rewrite 7 of 8" in res.stdout
+    assert "verdict: needs optimize: OPTIMIZE would rewrite 7 of 8 file(s) (88%" in res.stdout
+    assert f"recommended: dbt-delta-optimize optimize {table}\n" in res.stdout
     assert re.search(r"^part=a\s+5\s", res.stdout, re.M), res.stdout  # partition, files, ...
     res = run_cli("health", str(tmp_path / "missing"))
     assert res.exit_code == 2 and res.stderr.startswith("error:")
     res = run_cli("health", table, "--compare-version", "99")
     assert res.exit_code == 2 and "error:" in res.stderr
     with pytest.raises(TableNotFoundError):
-        health_report(str(tmp_path / "missing"))
+        _health_report(str(tmp_path / "missing"))
+
+
+# --------------------------------------------------------------------------- report object, verdict, page
+class StrictHTML(HTMLParser):
+    """Fails on any unclosed, stray or misnested element (the page closes every non-void tag)."""
+
+    VOID = frozenset({"meta", "img", "br", "hr", "link", "input"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.tags: list[str] = []
+        self.text: list[str] = []
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        names = [a for a, _ in attrs]
+        assert len(names) == len(set(names)), (tag, attrs)
+        self.tags.append(tag)
+        self.urls += [v for a, v in attrs if a in ("src", "href")]
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        raise AssertionError(f"self-closing <{tag}/> in HTML")
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
+        self.stack.pop()
+
+    def handle_data(self, data):
+        if self.stack[-1:] != ["style"]:
+            self.text.append(data)
+
+
+def parse_page(page: str) -> StrictHTML:
+    assert page.startswith("<!DOCTYPE html>")
+    parser = StrictHTML()
+    parser.feed(page)
+    parser.close()
+    assert parser.stack == [], parser.stack
+    assert "script" not in parser.tags
+    assert all(u.startswith("data:image/svg+xml;base64,") for u in parser.urls), parser.urls  # self-contained
+    return parser
+
+
+def render(report, path) -> str:
+    """Render the page to ``path`` and return its text."""
+    with open(render_html(report, str(path)), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def page_text(page: str) -> str:
+    """The page's visible text, one space between text nodes (so table cells read "name value")."""
+    return " ".join(" ".join(parse_page(page).text).split())
+
+
+def test_report_is_a_frozen_dataclass_with_todays_keys(table):
+    report = _health_report(table, min_file_size=sizes_threshold(table))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.version = 3  # type: ignore[misc]
+    d = report.to_dict()
+    old = {"table", "version", "partitionColumns", "numFiles", "sizeBytes", "numPartitions", "avgFileSize"}
+    old |= {"smallFiles", "smallBytes", "histogram", "zOrder", "partitions", "generatedAt", "thresholds"}
+    old |= {"optimize", "optimizeSource", "autoCompact", "compare"}
+    new = {"verdict", "protocol", "lastOptimize", "thresholdSources", "autoCompactEnabled"}
+    assert set(d) == old | new
+    assert (report.table, report.version, d["version"]) == (table, 7, 7)
+    d["partitions"].clear(), d["verdict"].clear()  # copies: the report itself is unchanged
+    assert report.to_dict()["partitions"] and report.verdict.status == "needs optimize"
+    json.dumps(report.to_dict())
+
+
+def test_verdicts_give_numbers_and_a_command_that_parses(table, tmp_path):
+    small = sizes_threshold(table)
+    healthy = health_report(table, min_file_size=1)
+    assert healthy["verdict"]["status"] == "healthy" and healthy["verdict"]["command"] is None
+    assert "rewrite 0 of 8 file(s) (0%" in healthy["verdict"]["reason"]
+
+    r = health_report(table, min_file_size=small)
+    v = r["verdict"]
+    assert v["status"] == "needs optimize"
+    assert "rewrite 6 of 8 file(s) (75%" in v["reason"] and "skipInsufficientFiles" in v["reason"]
+    assert shlex.split(v["command"]) == ["dbt-delta-optimize", "optimize", table, "--min-file-size", str(small)]
+    # the recommended command runs: its dry run plans exactly what the report says OPTIMIZE would do
+    res = CliRunner().invoke(optimize_cmd, [*shlex.split(v["command"])[2:], "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    dry = json.loads(res.stdout)
+    assert (
+        (dry["numBins"], dry["filesToRewrite"]) == (r["optimize"]["numBins"], r["optimize"]["filesToRewrite"]) == (2, 6)
+    )
+
+    # auto compaction's own rule fires (2 small files suffice): compact with its thresholds
+    c = health_report(table, min_file_size=small, auto_compact_min_file_size="2k", auto_compact_min_num_files=2)
+    assert c["autoCompact"]["status"] == "runOnAllPartitions"
+    assert c["verdict"]["status"] == "compact recommended" and "have 2+ files under" in c["verdict"]["reason"]
+    assert shlex.split(c["verdict"]["command"])[2:] == [table, "--min-file-size", "2k", "--max-file-size", "128m"]
+    assert c["thresholdSources"]["autoCompactMinNumFiles"] == "argument"
+    assert c["thresholds"]["autoCompactMinNumFiles"] == 2
+    page = render(c, tmp_path / "c.html")
+    assert '<td>small files (auto compaction)</td><td class="bad">' in page
+    assert "Auto compaction is off for this table" in page_text(page)
+
+
+def test_threshold_sources_follow_the_planners_resolution(table):
+    conf = {"spark.databricks.delta.autoCompact.minNumFiles": "7", "spark.databricks.delta.optimize.maxFileSize": "2g"}
+    r = health_report(table, get_conf=conf.get, min_file_size="1m")
+    assert r["thresholds"]["autoCompactMinNumFiles"] == 7 and r["thresholds"]["optimizeMaxFileSize"] == 2 * 1024**3
+    assert r["thresholdSources"] == {
+        "optimizeMinFileSize": "argument",
+        "optimizeMaxFileSize": "spark.databricks.delta.optimize.maxFileSize",
+        "autoCompactMinFileSize": "autoCompact.maxFileSize / 2",
+        "autoCompactMaxFileSize": "default",
+        "autoCompactMinNumFiles": "spark.databricks.delta.autoCompact.minNumFiles",
+    }
+    with pytest.raises(InvalidConfigError):
+        health_report(table, get_conf={"spark.databricks.delta.autoCompact.minNumFiles": "x"}.get)
+
+
+def test_protocol_and_last_optimize_from_the_log(table, tmp_path):
+    r = health_report(table)
+    proto = DeltaTable(table).protocol()
+    assert (r["protocol"]["minReaderVersion"], r["protocol"]["minWriterVersion"]) == (
+        proto.min_reader_version,
+        proto.min_writer_version,
+    )
+    assert r["protocol"]["unsupportedFeatures"] == [] and r["lastOptimize"] is None
+    assert "last OPTIMIZE none in the last 1000 commits" in page_text(render(r, tmp_path / "none.html"))
+    metrics = DeltaTable(table).optimize.compact()
+    r = health_report(table)
+    o = r["lastOptimize"]
+    assert (o["version"], o["operation"], o["engine"]) == (8, "OPTIMIZE", "delta-rs")
+    assert (o["filesRemoved"], o["filesAdded"]) == (metrics["numFilesRemoved"], metrics["numFilesAdded"])
+    write_deltalake(table, _rows("c", 5, 9000), partition_by=["part"], mode="append")  # a later commit
+    assert health_report(table)["lastOptimize"]["version"] == 8
+    page = page_text(render(r, tmp_path / "p.html"))
+    assert f"version 8, {o['time']}, delta-rs: removed {o['filesRemoved']} file(s), added {o['filesAdded']}" in page
+    assert f"reader {proto.min_reader_version}, writer {proto.min_writer_version}" in page
+
+
+def test_page_shows_verdict_thresholds_and_parses_strictly(table, tmp_path):
+    small = sizes_threshold(table)
+    report = _health_report(table, min_file_size=small)
+    page = render(report, tmp_path / "h.html")
+    text = page_text(page)
+    v = report.verdict
+    assert f"Verdict: {v.status}" in text and v.reason in text and f"Recommended: {v.command}" in text
+    assert '<div id="verdict" class="verdict bad">' in page
+    assert f"optimize.minFileSize {format_size(small)} argument" in text
+    assert "autoCompact.minFileSize 64.0 MiB autoCompact.maxFileSize / 2" in text
+    assert "autoCompact.minNumFiles 50 default" in text
+    # red means "act on it": the small-file row is red here, and nowhere on a healthy table's page
+    assert '<td>small files (optimize)</td><td class="bad">' in page
+    assert "<td>small files (auto compaction)</td><td>" in page  # auto compaction would not run: not red
+    ok = render(_health_report(table, min_file_size=1), tmp_path / "ok.html")
+    parse_page(ok)
+    assert 'class="bad"' not in ok and '<div id="verdict" class="verdict good">' in ok
+    assert "Recommended:" not in ok
+
+
+def test_bigger_average_file_is_good_not_red(table, tmp_path):
+    DeltaTable(table).optimize.compact()
+    r = health_report(table, compare_version=7, min_file_size=1)
+    page = render(r, tmp_path / "c.html")
+    parse_page(page)
+    avg = re.search(r"<tr><td>average file size</td><td>[^<]*</td><td>[^<]*</td><td( class=\"(\w+)\")?>\+", page)
+    assert avg and avg.group(2) == "good", page
+    assert r["avgFileSize"] > r["compare"]["avgFileSize"]
+    assert re.search(r"<td>size</td><td>[^<]*</td><td>[^<]*</td><td>[+-][^<]*B</td>", page)  # size: no colour
+
+
+def test_more_rows_instead_of_silent_truncation(table, tmp_path, monkeypatch):
+    r = health_report(table, min_file_size=sizes_threshold(table))
+    monkeypatch.setattr(health_page, "MAX_BINS", 1)
+    monkeypatch.setattr(health_page, "MAX_PARTITION_BARS", 2)
+    monkeypatch.setattr(health_page, "MAX_PARTITION_ROWS", 1)
+    page = render(r, tmp_path / "m.html")
+    text = page_text(page)
+    assert r["optimize"]["numBins"] == 2 and "+1 more bins" in text
+    assert len(r["autoCompact"]["considered"]) == 3 and "+2 more partitions" in text  # auto compaction table
+    assert text.count("+2 more partitions") == 2  # and the partitions table (3 rows, 1 shown)
+    (bars,) = [svg for alt, svg in decoded_images(page) if alt == "files per partition"]
+    labels = [t.text for t in bars.iter("{http://www.w3.org/2000/svg}text")]
+    assert labels[-1] == "+1 more partitions"
+    # the partitions drawn are the ones with most files to rewrite (a: 4, b: 2; c: none)
+    assert [x for x in labels if x.startswith("part=")] == ["part=a", "part=b"]
+
+
+def test_untrusted_partition_values_and_paths_are_escaped(tmp_path):
+    evil = '<script>alert("x")</script>'
+    p = str(tmp_path / "t<i>&")
+    for _ in range(2):
+        write_deltalake(p, _rows(evil, 3), partition_by=["part"], mode="append")
+    write_deltalake(p, _rows("ok", 3), partition_by=["part"], mode="append")
+    report = _health_report(p)
+    assert {q["partitionValues"]["part"] for q in report.to_dict()["partitions"]} == {evil, "ok"}
+    page = render(report, tmp_path / "e.html")
+    assert "<script" not in page
+    assert "<i>" not in page
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page and "t&lt;i&gt;&amp;" in page
+    text = page_text(page)  # strict parse, and the text reads back unescaped
+    assert f"part={evil}" in text and "t<i>&" in text
+    for _alt, svg in decoded_images(page):  # every picture is well-formed XML despite the label
+        assert svg.tag == SVG
+    (bars,) = [svg for alt, svg in decoded_images(page) if alt == "files per partition"]
+    # the label (cut to 30 characters) reads back as the raw value, so it was escaped exactly once
+    assert any((t.text or "").startswith("part=<script>alert(") for t in bars.iter("{http://www.w3.org/2000/svg}text"))
+
+
+BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless browser on this machine")
+def test_page_renders_in_a_headless_browser(table, tmp_path):
+    report = _health_report(table, min_file_size=sizes_threshold(table))
+    path = render_html(report, str(tmp_path / "b.html"))
+    out = subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{path}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert f"Verdict: {report.verdict.status}" in out and 'id="thresholds"' in out
+
+
+def test_template_ships_as_package_data():
+    """The wheel only carries files pyproject's package-data names: the template must match one glob."""
+    import fnmatch
+    import pathlib
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    templates = sorted((root / "dbt_delta_optimize" / "inspect" / "templates").glob("*"))
+    assert [t.name for t in templates] == ["health.html.j2"]
+    for t in templates:
+        rel = t.relative_to(root / "dbt_delta_optimize").as_posix()
+        assert any(fnmatch.fnmatch(rel, g) for g in globs["dbt_delta_optimize"]), rel
+
+
+def test_no_command_for_a_table_our_writer_cannot_rewrite(tmp_path):
+    p = str(tmp_path / "dv")
+    write_deltalake(p, _rows("a", 3), configuration={"delta.enableDeletionVectors": "true"})
+    write_deltalake(p, _rows("a", 3, 3), mode="append")
+    report = _health_report(p)
+    assert "deletionVectors" in report.protocol["unsupportedFeatures"]
+    assert report.verdict.status == "needs optimize" and report.verdict.command is None
+    assert "our writer cannot rewrite it (deletionVectors" in report.verdict.reason
+    text = page_text(render(report, tmp_path / "dv.html"))
+    assert "not rewritable by this writer deletionVectors" in text and "Recommended:" not in text
+
+
+def test_empty_table_is_healthy_and_renders(tmp_path):
+    p = str(tmp_path / "empty")
+    write_deltalake(p, pa.table({"id": pa.array([], pa.int64())}))
+    report = _health_report(p)
+    assert (report.verdict.status, report.layout["numFiles"], report.optimize["numBins"]) == ("healthy", 0, 0)
+    text = page_text(render(report, tmp_path / "e.html"))
+    assert "Verdict: healthy" in text and "OPTIMIZE would rewrite 0 of 0 file(s)" in text
+
+
+def test_histogram_marks_the_thresholds_in_force(table, tmp_path):
+    small = sizes_threshold(table)
+    r = health_report(table, min_file_size=small, auto_compact_min_file_size=10**9)
+    (files_svg,) = [svg for alt, svg in decoded_images(render(r, tmp_path / "t.html")) if alt.endswith("(files)")]
+    ns = "{http://www.w3.org/2000/svg}"
+    titles = [t.text for line in files_svg.iter(f"{ns}line") for t in line.iter(f"{ns}title")]
+    # the OPTIMIZE threshold lies between the files and is drawn; 1e9 bytes is far right of them: not drawn
+    assert titles == [f"optimize.minFileSize = {format_size(small)}"]

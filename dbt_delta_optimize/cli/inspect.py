@@ -20,6 +20,7 @@ from .format import echo_json, human_size, make_table, print_table
 
 if TYPE_CHECKING:
     from ..inspect.findings import ValidationReport
+    from ..inspect.health import HealthReport
 
 __all__ = ["health", "history", "info", "inspect_commands", "validate"]
 
@@ -91,13 +92,13 @@ def validate(table: str, version: int | None, as_json: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- health
-def _health(table_name: str, compare_version: int | None, min_file_size: int | None) -> dict[str, Any]:
+def _health(table_name: str, compare_version: int | None, min_file_size: int | None) -> HealthReport:
     from ..inspect.health import health_report
 
     return health_report(location(table_name), compare_version=compare_version, min_file_size=min_file_size)
 
 
-def _write_html(report: dict[str, Any], path: str) -> None:
+def _write_html(report: HealthReport, path: str) -> None:
     from ..inspect.health import render_html
 
     render_html(report, path)
@@ -114,6 +115,10 @@ def _state_line(r: dict[str, Any], label: str) -> str:
 
 def _print_health(report: dict[str, Any]) -> None:
     click.echo(report["table"])
+    verdict = report["verdict"]
+    click.echo(f"verdict: {verdict['status']}: {verdict['reason']}")
+    if verdict["command"]:
+        click.echo(f"recommended: {verdict['command']}")
     if report.get("compare") is not None:
         click.echo(_state_line(report["compare"], "before: "))
         click.echo(_state_line(report, "after:  "))
@@ -155,14 +160,14 @@ def _print_health(report: dict[str, Any]) -> None:
 def health(
     table: str, as_json: bool, html_path: str | None, compare_version: int | None, min_file_size: int | None
 ) -> None:
-    """Health of TABLE: files and small files per partition, size histogram, Z-order state, OPTIMIZE plan."""
+    """Health of TABLE: a verdict and the command that fixes it, small files per partition, OPTIMIZE plan."""
     report = _health(table, compare_version, min_file_size)
     if html_path:
         _write_html(report, html_path)
     if as_json:
-        echo_json(report)
+        echo_json(report.to_dict())
         return
-    _print_health(report)
+    _print_health(report.to_dict())
     if html_path:
         click.echo(f"wrote {html_path}")
 

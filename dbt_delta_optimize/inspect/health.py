@@ -1,22 +1,26 @@
-"""Table health: how fragmented a table is, and what OPTIMIZE would do about it now.
+"""Table health: how fragmented a table is, what to do about it, and why.
 
 Read from one snapshot (no data is read): files and bytes per partition, small files against
-the thresholds OPTIMIZE and auto compaction use, a log2 file-size histogram, the Z-order state
-of each partition (from the tags our Z-order writes), and OPTIMIZE's dry-run plan. A second
-version (``compare_version``) gives a before/after view, e.g. around a compaction.
-``render_html`` turns the report into one self-contained page (inline SVG pictures, no assets).
+the thresholds OPTIMIZE and auto compaction really apply (resolved as the planners resolve them),
+a log2 file-size histogram, the Z-order state of each partition, OPTIMIZE's dry-run plan, the
+protocol and the last OPTIMIZE commit, and a verdict with the command that fixes what it finds.
+A second version (``compare_version``) gives a before/after view, e.g. around a compaction.
+``render_html`` (in ``health_page``) turns the report into one self-contained page.
 """
 
 from __future__ import annotations
 
-import base64
+import copy
 import datetime
-import html
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..plan.config import ConfGetter, MiB, OptimizeConfig, format_size, parse_size
+from ..errors import UnsupportedFeatureError
+from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED, AutoCompactConfig
+from ..plan.config import PREFIX, ConfGetter, GiB, MiB, OptimizeConfig, format_size
 from ..plan.curve import COLUMNS_TAG, CURVE_TAG
 
 if TYPE_CHECKING:
@@ -24,16 +28,33 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO_COMPACT_MAX_FILE_SIZE",
+    "COMPACT_RECOMMENDED",
+    "HEALTHY",
+    "HEALTHY_REWRITE_SHARE",
+    "LAST_OPTIMIZE_LOOKBACK",
+    "NEEDS_OPTIMIZE",
+    "HealthReport",
+    "Thresholds",
+    "Verdict",
     "health_report",
     "histogram",
-    "histogram_svg",
     "render_html",
-    "svg_data_uri",
+    "verdict_for",
 ]
 
 #: delta-spark's spark.databricks.delta.autoCompact.maxFileSize default; minFileSize defaults to half.
 AUTO_COMPACT_MAX_FILE_SIZE = 128 * MiB
-AUTO_COMPACT_PREFIX = "spark.databricks.delta.autoCompact."
+
+#: Verdicts. "compact recommended": auto compaction's own rule would fire (many tiny files), so the
+#: cheap fix is a compaction with its thresholds; "needs optimize": OPTIMIZE has work auto compaction
+#: would not do.
+HEALTHY = "healthy"
+COMPACT_RECOMMENDED = "compact recommended"
+NEEDS_OPTIMIZE = "needs optimize"
+#: Below this share of files to rewrite, OPTIMIZE's work is not worth a run on its own.
+HEALTHY_REWRITE_SHARE = 0.10
+#: Commits searched back for the last OPTIMIZE, so a long log cannot make the report slow.
+LAST_OPTIMIZE_LOOKBACK = 1000
 
 
 # --------------------------------------------------------------------------- numbers
@@ -136,13 +157,218 @@ def _layout(snapshot: Snapshot, min_size: int, ac_min_size: int) -> dict[str, An
     }
 
 
-def _auto_compact(snapshot: Snapshot, thresholds: Mapping[str, int]) -> Any:
-    """What auto compaction would do now over every partition (its dry run)."""
-    from ..plan.autocompact import plan_auto_compact
+# --------------------------------------------------------------------------- report
+@dataclass(frozen=True)
+class Thresholds:
+    """The thresholds that decide "small", as OPTIMIZE and auto compaction resolve them.
 
-    return plan_auto_compact(
-        snapshot, min_file_size=thresholds["autoCompactMinFileSize"], max_file_size=thresholds["autoCompactMaxFileSize"]
-    ).to_dict()
+    ``sources`` says where each came from ("argument", the session conf key, or "default"), because
+    a threshold that silently came from a conf is the usual reason a report surprises.
+    """
+
+    optimize_min_file_size: int
+    optimize_max_file_size: int
+    auto_compact_min_file_size: int
+    auto_compact_max_file_size: int
+    auto_compact_min_num_files: int
+    sources: Mapping[str, str]
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "optimizeMinFileSize": self.optimize_min_file_size,
+            "optimizeMaxFileSize": self.optimize_max_file_size,
+            "autoCompactMinFileSize": self.auto_compact_min_file_size,
+            "autoCompactMaxFileSize": self.auto_compact_max_file_size,
+            "autoCompactMinNumFiles": self.auto_compact_min_num_files,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One word for the table's state, the numbers behind it, and the command that fixes it (if any)."""
+
+    status: str
+    reason: str
+    command: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.status == HEALTHY
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "command": self.command}
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """What ``health_report`` found. ``layout`` is the snapshot's numbers (JSON-shaped, camelCase keys).
+
+    Frozen so a page and a JSON dump made from one report agree; ``to_dict`` returns fresh copies.
+    """
+
+    table: str
+    version: int
+    generated_at: str
+    layout: Mapping[str, Any]
+    thresholds: Thresholds
+    verdict: Verdict
+    protocol: Mapping[str, Any]
+    auto_compact_enabled: bool
+    last_optimize: Mapping[str, Any] | None
+    optimize: Mapping[str, Any]
+    auto_compact: Mapping[str, Any]
+    compare: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``--json``): the layout keys plus thresholds, plans, verdict and protocol."""
+        out: dict[str, Any] = copy.deepcopy(dict(self.layout))
+        out.update(
+            generatedAt=self.generated_at,
+            verdict=self.verdict.to_dict(),
+            protocol=copy.deepcopy(dict(self.protocol)),
+            autoCompactEnabled=self.auto_compact_enabled,
+            lastOptimize=copy.deepcopy(dict(self.last_optimize)) if self.last_optimize is not None else None,
+            thresholds=self.thresholds.to_dict(),
+            thresholdSources=dict(self.thresholds.sources),
+            optimize=copy.deepcopy(dict(self.optimize)),
+            optimizeSource="plan_optimize",
+            autoCompact=copy.deepcopy(dict(self.auto_compact)),
+            compare=copy.deepcopy(dict(self.compare)) if self.compare is not None else None,
+        )
+        return out
+
+
+def _source(argument: Any, key: str, get_conf: ConfGetter | None) -> str:
+    if argument is not None:
+        return "argument"
+    if get_conf is not None and get_conf(key) is not None:
+        return key
+    return "default"
+
+
+def _resolve(
+    get_conf: ConfGetter | None,
+    *,
+    min_file_size: int | str | None = None,
+    max_file_size: int | str | None = None,
+    auto_compact_min_file_size: int | str | None = None,
+    auto_compact_max_file_size: int | str | None = None,
+    auto_compact_min_num_files: int | None = None,
+) -> tuple[Thresholds, OptimizeConfig]:
+    """Explicit argument > session conf > delta-spark's default, through the planners' own resolvers."""
+    opt_args = {"min_file_size": min_file_size, "max_file_size": max_file_size}
+    ac_args = {
+        "min_file_size": auto_compact_min_file_size,
+        "max_file_size": auto_compact_max_file_size,
+        "min_num_files": auto_compact_min_num_files,
+    }
+    opt = OptimizeConfig.resolve(get_conf, {k: v for k, v in opt_args.items() if v is not None})
+    ac = AutoCompactConfig.resolve(get_conf, {k: v for k, v in ac_args.items() if v is not None})
+    sources = {
+        "optimizeMinFileSize": _source(min_file_size, PREFIX + "optimize.minFileSize", get_conf),
+        "optimizeMaxFileSize": _source(max_file_size, PREFIX + "optimize.maxFileSize", get_conf),
+        "autoCompactMinFileSize": _source(auto_compact_min_file_size, PREFIX + "autoCompact.minFileSize", get_conf),
+        "autoCompactMaxFileSize": _source(auto_compact_max_file_size, PREFIX + "autoCompact.maxFileSize", get_conf),
+        "autoCompactMinNumFiles": _source(auto_compact_min_num_files, PREFIX + "autoCompact.minNumFiles", get_conf),
+    }
+    if ac.min_file_size is None:
+        sources["autoCompactMinFileSize"] = "autoCompact.maxFileSize / 2"
+    th = Thresholds(
+        opt.min_file_size, opt.max_file_size, ac.small_file_threshold, ac.max_file_size, ac.min_num_files, sources
+    )
+    return th, opt
+
+
+def _protocol(snapshot: Snapshot) -> dict[str, Any]:
+    """Versions, the features in use (legacy versions' implied ones included) and whether we can write it."""
+    from ..delta.protocol import active_features, ensure_write_supported
+
+    readers, writers = active_features(snapshot.protocol, snapshot.metadata)
+    try:
+        ensure_write_supported(snapshot.protocol, snapshot.metadata, table=snapshot.location)
+        unsupported: list[str] = []
+    except UnsupportedFeatureError as exc:
+        unsupported = sorted(exc.features)
+    return {
+        "minReaderVersion": snapshot.protocol.min_reader_version,
+        "minWriterVersion": snapshot.protocol.min_writer_version,
+        "readerFeatures": sorted(readers),
+        "writerFeatures": sorted(writers),
+        "unsupportedFeatures": unsupported,
+    }
+
+
+def _size_arg(n: int) -> str:
+    """A size as the CLI's --*-file-size options parse it, as short as exact."""
+    for unit, size in (("g", GiB), ("m", MiB), ("k", 1024)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def optimize_command(table: str, *, min_file_size: int, max_file_size: int) -> str:
+    """``dbt-delta-optimize optimize`` for ``table``, with the size flags that differ from the defaults."""
+    parts = ["dbt-delta-optimize", "optimize", shlex.quote(table)]
+    if min_file_size != GiB:
+        parts += ["--min-file-size", _size_arg(min_file_size)]
+    if max_file_size != GiB:
+        parts += ["--max-file-size", _size_arg(max_file_size)]
+    return " ".join(parts)
+
+
+def verdict_for(
+    layout: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    auto: Mapping[str, Any],
+    thresholds: Thresholds,
+    unsupported: Sequence[str] = (),
+) -> Verdict:
+    """Healthy when OPTIMIZE would rewrite under ``HEALTHY_REWRITE_SHARE`` of the files; else which fix applies."""
+    files, rewrite = layout["numFiles"], plan["filesToRewrite"]
+    share = rewrite / files if files else 0.0
+    table = layout["table"]
+    if plan["numBins"] == 0 or share < HEALTHY_REWRITE_SHARE:
+        return Verdict(
+            HEALTHY,
+            f"OPTIMIZE would rewrite {rewrite} of {files} file(s) ({share:.0%}, under "
+            f"{HEALTHY_REWRITE_SHARE:.0%}); average file size {format_size(layout['avgFileSize'])}",
+        )
+    if auto["status"] in (RUN_ON_ALL, RUN_ON_MODIFIED):
+        status = COMPACT_RECOMMENDED
+        reason = (
+            f"{len(auto['chosen'])} partition(s) have {thresholds.auto_compact_min_num_files}+ files under "
+            f"autoCompact.minFileSize {format_size(thresholds.auto_compact_min_file_size)}: "
+            f"{layout['smallFiles']['autoCompact']} of {files} file(s) are that small"
+        )
+        command = optimize_command(
+            table,
+            min_file_size=thresholds.auto_compact_min_file_size,
+            max_file_size=thresholds.auto_compact_max_file_size,
+        )
+    else:
+        status = NEEDS_OPTIMIZE
+        reason = (
+            f"OPTIMIZE would rewrite {rewrite} of {files} file(s) ({share:.0%}, {format_size(plan['bytesToRewrite'])}) "
+            f"in {plan['numBins']} bin(s): {layout['smallFiles']['optimize']} file(s) under optimize.minFileSize "
+            f"{format_size(thresholds.optimize_min_file_size)}; auto compaction would not run ({auto['status']})"
+        )
+        command = optimize_command(
+            table, min_file_size=thresholds.optimize_min_file_size, max_file_size=thresholds.optimize_max_file_size
+        )
+    if unsupported:
+        return Verdict(status, f"{reason}; our writer cannot rewrite it ({', '.join(unsupported)})", None)
+    return Verdict(status, reason, command)
+
+
+def _add_rewrite_counts(layout: dict[str, Any], plan: Mapping[str, Any]) -> None:
+    """Per partition, the files OPTIMIZE's plan would rewrite (what the page colours as a problem)."""
+    cols = layout["partitionColumns"]
+    counts: dict[str, int] = {}
+    for b in plan["bins"]:
+        label = _label(cols, [b["partitionValues"].get(c) for c in cols])
+        counts[label] = counts.get(label, 0) + b["files"]
+    for p in layout["partitions"]:
+        p["filesToRewrite"] = counts.get(p["partition"], 0)
 
 
 def health_report(
@@ -154,326 +380,68 @@ def health_report(
     max_file_size: int | str | None = None,
     auto_compact_min_file_size: int | str | None = None,
     auto_compact_max_file_size: int | str | None = None,
-) -> dict[str, Any]:
+    auto_compact_min_num_files: int | None = None,
+) -> HealthReport:
     """Health of ``table`` at its latest version (optionally with ``compare_version`` as "before").
 
     Thresholds: explicit argument > ``get_conf`` (a running Spark session's conf, when the caller has
     one) > delta-spark's defaults (optimize.minFileSize 1 GiB; autoCompact.minFileSize =
-    autoCompact.maxFileSize / 2 = 64 MiB). The plan is OPTIMIZE's own (``build_plan``), without Spark.
+    autoCompact.maxFileSize / 2 = 64 MiB; autoCompact.minNumFiles 50). The plan is OPTIMIZE's own
+    (``build_plan``), without Spark.
     """
     from ..delta.snapshot import load_snapshot
+    from ..plan.autocompact import auto_compact_enabled, plan_auto_compact
     from ..plan.builder import build_plan
     from ..plan.predicate import select_partitions
+    from .history import last_operation
 
-    location = table
-    overrides = {k: v for k, v in (("min_file_size", min_file_size), ("max_file_size", max_file_size)) if v is not None}
-    config = OptimizeConfig.resolve(get_conf, overrides)
-    ac_max = auto_compact_max_file_size
-    if ac_max is None and get_conf is not None:
-        ac_max = get_conf(AUTO_COMPACT_PREFIX + "maxFileSize")
-    ac_max_n = parse_size(ac_max, key="autoCompact.maxFileSize") if ac_max is not None else AUTO_COMPACT_MAX_FILE_SIZE
-    ac_min = auto_compact_min_file_size
-    if ac_min is None and get_conf is not None:
-        ac_min = get_conf(AUTO_COMPACT_PREFIX + "minFileSize")
-    ac_min_n = parse_size(ac_min, key="autoCompact.minFileSize") if ac_min is not None else ac_max_n // 2
-    thresholds = {
-        "optimizeMinFileSize": config.min_file_size,
-        "optimizeMaxFileSize": config.max_file_size,
-        "autoCompactMinFileSize": ac_min_n,
-        "autoCompactMaxFileSize": ac_max_n,
-    }
-
-    snapshot = load_snapshot(location)
-    report = _layout(snapshot, config.min_file_size, ac_min_n)
-    report["generatedAt"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    report["thresholds"] = thresholds
-    plan = build_plan(snapshot, config, selection=select_partitions(snapshot))
-    report["optimize"] = plan.to_dict()
-    report["optimizeSource"] = "plan_optimize"
-    report["autoCompact"] = _auto_compact(snapshot, thresholds)
-    report["compare"] = None
+    th, config = _resolve(
+        get_conf,
+        min_file_size=min_file_size,
+        max_file_size=max_file_size,
+        auto_compact_min_file_size=auto_compact_min_file_size,
+        auto_compact_max_file_size=auto_compact_max_file_size,
+        auto_compact_min_num_files=auto_compact_min_num_files,
+    )
+    snapshot = load_snapshot(table)
+    layout = _layout(snapshot, th.optimize_min_file_size, th.auto_compact_min_file_size)
+    plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict()
+    _add_rewrite_counts(layout, plan)
+    auto = plan_auto_compact(
+        snapshot,
+        min_file_size=th.auto_compact_min_file_size,
+        max_file_size=th.auto_compact_max_file_size,
+        min_num_files=th.auto_compact_min_num_files,
+    ).to_dict()
+    protocol = _protocol(snapshot)
+    compare = None
     if compare_version is not None:
         before = load_snapshot(snapshot.location, compare_version, storage=snapshot.storage)
-        report["compare"] = _layout(before, config.min_file_size, ac_min_n)
-    return report
-
-
-# --------------------------------------------------------------------------- pictures
-_BLUE, _ORANGE, _GREY = "#3b6ea8", "#e08a2c", "#666"
-
-
-def _esc(s: Any) -> str:
-    return html.escape(str(s), quote=True)
-
-
-def histogram_svg(
-    series: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
-    title: str,
-    *,
-    value: str = "files",
-    width: int = 720,
-    height: int = 260,
-) -> str:
-    """Grouped bar chart of log2 histograms (one series per version), as a standalone SVG document."""
-    ks = sorted({b["log2"] for _, buckets in series for b in buckets})
-    if ks:
-        ks = list(range(ks[0], ks[-1] + 1))
-    counts = [{b["log2"]: b[value] for b in buckets} for _, buckets in series]
-    top = max([c.get(k, 0) for c in counts for k in ks] + [1])
-    left, right, foot = 48, 12, 46
-    head = 52 if len(series) > 1 else 34  # room for the legend under the title
-    plot_w, plot_h = width - left - right, height - head - foot
-    n_series = max(1, len(series))
-    slot = plot_w / max(1, len(ks))
-    bar = min(56.0, max(1.0, (slot * 0.8) / n_series))
-    pad = (slot - bar * n_series) / 2  # centre each bucket's group of bars
-    colors = [_BLUE, _ORANGE, "#5a9e4b", "#9b59b6"]
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        'font-family="sans-serif" font-size="11">',
-        f'<rect width="{width}" height="{height}" fill="#fff"/>',
-        f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>',
-        f'<line x1="{left}" y1="{head + plot_h}" x2="{width - right}" y2="{head + plot_h}" stroke="{_GREY}"/>',
-        f'<line x1="{left}" y1="{head}" x2="{left}" y2="{head + plot_h}" stroke="{_GREY}"/>',
-        f'<text x="{left - 4}" y="{head + 4}" text-anchor="end">{top}</text>',
-        f'<text x="{left - 4}" y="{head + plot_h}" text-anchor="end">0</text>',
-    ]
-    for i, k in enumerate(ks):
-        x0 = left + i * slot + pad
-        for j, c in enumerate(counts):
-            v = c.get(k, 0)
-            h = plot_h * v / top
-            x = x0 + j * bar
-            parts.append(
-                f'<rect x="{x:.1f}" y="{head + plot_h - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
-                f'fill="{colors[j % len(colors)]}"><title>{_esc(series[j][0])}: {v} {value} in '
-                f"[{_esc(format_size(2**k))}, {_esc(format_size(2 ** (k + 1)))})</title></rect>"
-            )
-            if v:
-                parts.append(
-                    f'<text x="{x + bar / 2:.1f}" y="{head + plot_h - h - 3:.1f}" text-anchor="middle">{v}</text>'
-                )
-        if len(ks) <= 16 or i % 2 == 0:
-            parts.append(
-                f'<text x="{left + (i + 0.5) * slot:.1f}" y="{head + plot_h + 14}" text-anchor="middle">'
-                f"{_esc(format_size(2**k))}</text>"
-            )
-    parts.append(
-        f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" fill="{_GREY}">'
-        f"file size (log2 buckets, lower bound); bar = number of {value}</text>"
-    )
-    if len(series) > 1:
-        for j, (name, _) in enumerate(series):
-            x = left + j * 170
-            parts.append(f'<rect x="{x}" y="27" width="10" height="10" fill="{colors[j % len(colors)]}"/>')
-            parts.append(f'<text x="{x + 14}" y="36">{_esc(name)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _partition_bars_svg(partitions: Sequence[Mapping[str, Any]], title: str, width: int = 720) -> str:
-    """Horizontal bars per partition: files, split into small (optimize candidates) and the rest."""
-    rows = list(partitions)[:60]
-    height = 40 + 18 * max(1, len(rows))
-    top = max([p["numFiles"] for p in rows] + [1])
-    left, right = 200, 60
-    plot_w = width - left - right
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        'font-family="sans-serif" font-size="11">',
-        f'<rect width="{width}" height="{height}" fill="#fff"/>',
-        f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>',
-    ]
-    for i, p in enumerate(rows):
-        y = 28 + i * 18
-        small = p["smallFiles"]["optimize"]
-        w_small = plot_w * small / top
-        w_rest = plot_w * (p["numFiles"] - small) / top
-        label = p["partition"] if len(p["partition"]) <= 30 else p["partition"][:29] + "…"
-        parts += [
-            f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">{_esc(label)}</text>',
-            f'<rect x="{left}" y="{y}" width="{w_small:.1f}" height="14" fill="{_ORANGE}"><title>{small} small files</title></rect>',
-            f'<rect x="{left + w_small:.1f}" y="{y}" width="{w_rest:.1f}" height="14" fill="{_BLUE}"/>',
-            f'<text x="{left + w_small + w_rest + 4:.1f}" y="{y + 11}">{p["numFiles"]}</text>',
-        ]
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def svg_data_uri(svg: str) -> str:
-    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
-
-
-def _img(svg: str, alt: str) -> str:
-    return f'<img alt="{_esc(alt)}" src="{svg_data_uri(svg)}">'
-
-
-# --------------------------------------------------------------------------- HTML
-_CSS = """
-body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}
-table{border-collapse:collapse;margin:8px 0 16px}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th:first-child,td:first-child{text-align:left}
-th{background:#f2f2f2}
-.delta-neg{color:#2a7a2a}.delta-pos{color:#a82a2a}
-code{background:#f5f5f5;padding:1px 3px}
-"""
-
-
-def _size(n: Any) -> str:
-    return format_size(n) if isinstance(n, (int, float)) else "-"
-
-
-def _summary_rows(r: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
-    return [
-        ("files", r["numFiles"], str(r["numFiles"])),
-        ("size", r["sizeBytes"], f"{_size(r['sizeBytes'])} ({r['sizeBytes']} B)"),
-        ("partitions", r["numPartitions"], str(r["numPartitions"])),
-        ("average file size", r["avgFileSize"], _size(r["avgFileSize"])),
-        ("small files (optimize)", r["smallFiles"]["optimize"], str(r["smallFiles"]["optimize"])),
-        ("small files (auto compaction)", r["smallFiles"]["autoCompact"], str(r["smallFiles"]["autoCompact"])),
-    ]
-
-
-def _delta_cell(before: Any, after: Any) -> str:
-    try:
-        d = after - before
-    except TypeError:
-        return "<td></td>"
-    cls = "delta-neg" if d < 0 else ("delta-pos" if d > 0 else "")
-    text = f"{d:+.0f}" if isinstance(d, float) else f"{d:+d}"
-    return f'<td class="{cls}">{text}</td>'
-
-
-def _summary_html(report: Mapping[str, Any], compare: Mapping[str, Any] | None, th: Mapping[str, Any]) -> list[str]:
-    """The summary table (before/after when comparing) and the thresholds line."""
-    out: list[str] = []
-    if compare is not None:
-        out.append(
-            f'<table id="summary"><tr><th></th><th>before (version {compare["version"]})</th>'
-            f"<th>after (version {report['version']})</th><th>change</th></tr>"
-        )
-        for (name, bv, btxt), (_, av, atxt) in zip(_summary_rows(compare), _summary_rows(report)):
-            out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(btxt)}</td><td>{_esc(atxt)}</td>{_delta_cell(bv, av)}</tr>")
-    else:
-        out.append('<table id="summary"><tr><th></th><th>value</th></tr>')
-        for name, _, txt in _summary_rows(report):
-            out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(txt)}</td></tr>")
-    out.append("</table>")
-    if th:
-        out.append(
-            "<p>Thresholds: optimize.minFileSize "
-            f"<b>{_esc(_size(th.get('optimizeMinFileSize')))}</b>, optimize.maxFileSize "
-            f"<b>{_esc(_size(th.get('optimizeMaxFileSize')))}</b>, autoCompact.minFileSize "
-            f"<b>{_esc(_size(th.get('autoCompactMinFileSize')))}</b>, autoCompact.maxFileSize "
-            f"<b>{_esc(_size(th.get('autoCompactMaxFileSize')))}</b> (small = strictly below minFileSize).</p>"
-        )
-    return out
-
-
-def render_html(report: Mapping[str, Any], path: str, compare: Mapping[str, Any] | None = None) -> str:
-    """Write the report as one self-contained HTML page (pictures are inline base64 SVG); returns ``path``.
-
-    ``compare`` (default: the report's own ``compare`` section) is shown as "before", the report as "after".
-    """
-    compare = compare if compare is not None else report.get("compare")
-    th = report.get("thresholds") or {}
-    title = f"Delta table health: {report['table']}"
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_esc(title)}</h1>",
-        f"<p>version <b>{report['version']}</b>, partitioned by "
-        f"<code>{_esc(', '.join(report['partitionColumns']) or 'nothing')}</code>; generated {_esc(report.get('generatedAt', ''))}</p>",
-        "<h2>Summary</h2>",
-    ]
-    out += _summary_html(report, compare, th)
-
-    out.append("<h2>File sizes</h2>")
-    series = []
-    if compare is not None:
-        series.append((f"before (v{compare['version']})", compare["histogram"]))
-        series.append((f"after (v{report['version']})", report["histogram"]))
-    else:
-        series.append((f"version {report['version']}", report["histogram"]))
-    out.append(_img(histogram_svg(series, "Files per size bucket"), "file-size histogram (files)"))
-    out.append(_img(histogram_svg(series, "Bytes per size bucket", value="bytes"), "file-size histogram (bytes)"))
-    out.append('<table id="histogram"><tr><th>bucket</th>')
-    out += [f"<th>{_esc(name)} files</th>" for name, _ in series]
-    out.append("</tr>")
-    ks = sorted({b["log2"] for _, bs in series for b in bs})
-    for k in ks:
-        cells = "".join(f"<td>{next((b['files'] for b in bs if b['log2'] == k), 0)}</td>" for _, bs in series)
-        out.append(f"<tr><td>[{_esc(format_size(2**k))}, {_esc(format_size(2 ** (k + 1)))})</td>{cells}</tr>")
-    out.append("</table>")
-
-    out.append("<h2>Partitions</h2>")
-    if report["partitions"]:
-        out.append(
-            _img(
-                _partition_bars_svg(report["partitions"], "Files per partition (orange: small files)"),
-                "files per partition",
-            )
-        )
-    before_parts = {p["partition"]: p for p in (compare or {}).get("partitions", [])}
-    head = "<tr><th>partition</th>"
-    if compare is not None:
-        head += "<th>files before</th>"
-    head += "<th>files</th><th>size</th><th>avg file</th><th>small (optimize)</th><th>small (auto compaction)</th><th>Z-order</th></tr>"
-    out.append(f'<table id="partitions">{head}')
-    for p in report["partitions"]:
-        z = p["zOrder"]
-        zt = z["state"] + (f" ({', '.join(map(str, z['clusteredBy']))})" if z["clusteredBy"] else "")
-        before_cell = ""
-        if compare is not None:
-            b = before_parts.get(p["partition"])
-            before_cell = f"<td>{b['numFiles'] if b else 0}</td>"
-        out.append(
-            f"<tr><td>{_esc(p['partition'])}</td>{before_cell}<td>{p['numFiles']}</td><td>{_esc(_size(p['sizeBytes']))}</td>"
-            f"<td>{_esc(_size(p['avgFileSize']))}</td><td>{p['smallFiles']['optimize']}</td>"
-            f"<td>{p['smallFiles']['autoCompact']}</td><td>{_esc(zt)}</td></tr>"
-        )
-    out.append("</table>")
-    zc = report.get("zOrder") or {}
-    out.append(
-        f"<p>Z-order state: {zc.get('all', 0)} partition(s) fully clustered, {zc.get('some', 0)} partly, "
-        f"{zc.get('none', 0)} not clustered (from the <code>{_esc(COLUMNS_TAG)}</code> file tags).</p>"
+        compare = _layout(before, th.optimize_min_file_size, th.auto_compact_min_file_size)
+    return HealthReport(
+        table=snapshot.location,
+        version=snapshot.version,
+        generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        layout=layout,
+        thresholds=th,
+        verdict=verdict_for(layout, plan, auto, th, protocol["unsupportedFeatures"]),
+        protocol=protocol,
+        auto_compact_enabled=auto_compact_enabled(get_conf or (lambda _k: None), snapshot.configuration),
+        last_optimize=last_operation(
+            snapshot.location,
+            "OPTIMIZE",
+            at_version=snapshot.version,
+            limit=LAST_OPTIMIZE_LOOKBACK,
+            storage=snapshot.storage,
+        ),
+        optimize=plan,
+        auto_compact=auto,
+        compare=compare,
     )
 
-    plan = report.get("optimize")
-    out.append("<h2>What OPTIMIZE would do now</h2>")
-    if plan:
-        out.append(
-            f"<p>{plan['numBins']} bin(s) in {plan['partitions']} partition(s): rewrite {plan['filesToRewrite']} of "
-            f"{plan['consideredFiles']} file(s), {_esc(_size(plan['bytesToRewrite']))} "
-            f"(source: {_esc(report.get('optimizeSource', ''))}).</p>"
-        )
-        if plan["bins"]:
-            out.append('<table id="plan"><tr><th>partition</th><th>files</th><th>bytes</th></tr>')
-            for b in plan["bins"][:200]:
-                pv = (
-                    ", ".join(f"{k}={'null' if v is None else v}" for k, v in b["partitionValues"].items())
-                    or "(unpartitioned)"
-                )
-                out.append(f"<tr><td>{_esc(pv)}</td><td>{b['files']}</td><td>{_esc(_size(b['bytes']))}</td></tr>")
-            out.append("</table>")
-    out.append("<h2>What auto compaction would do</h2>")
-    ac = report.get("autoCompact")
-    if ac is None:
-        out.append("<p><i>Not computed.</i></p>")
-    else:
-        out.append(f"<p>{_esc(ac['status'])}: {_esc(ac['reason'])}</p>")
-        out.append(
-            '<table id="autocompact"><tr><th>partition</th><th>small files</th><th>files</th><th>chosen</th></tr>'
-        )
-        chosen = [c["partition"] for c in ac["chosen"]]
-        for c in ac["considered"][:200]:
-            pv = ", ".join(f"{k}={'null' if v is None else v}" for k, v in c["partition"].items()) or "(unpartitioned)"
-            mark = "yes" if c["partition"] in chosen else ""
-            out.append(f"<tr><td>{_esc(pv)}</td><td>{c['smallFiles']}</td><td>{c['files']}</td><td>{mark}</td></tr>")
-        out.append("</table>")
-    out.append("</body></html>")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(out))
-    return path
+
+def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Mapping[str, Any] | None = None) -> str:
+    """Write the report as one self-contained HTML page; returns ``path`` (see ``health_page``)."""
+    from .health_page import render_html as _render
+
+    return _render(report, path, compare)

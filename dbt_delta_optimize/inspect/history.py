@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..delta.actions import ADD, COMMIT_INFO, REMOVE
@@ -19,7 +19,7 @@ from ..delta.storage import Storage, storage_for, table_uri
 from ..errors import InvalidArgumentError
 from .validate_commit_info import DELTA_RS, commit_engine, int_string
 
-__all__ = ["history", "normalize_commit"]
+__all__ = ["history", "last_operation", "normalize_commit"]
 
 
 def _int(v: Any) -> int | None:
@@ -117,22 +117,51 @@ def normalize_commit(version: int, actions: Sequence[Mapping[str, Any]]) -> dict
     }
 
 
+def _entries(root: str, storage: Storage, start: int, limit: int) -> Iterator[dict[str, Any]]:
+    """Normalised commits from ``start`` downwards, at most ``limit``, stopping where the log was cleaned up."""
+    from ..delta.log import commit_path
+    from ..delta.snapshot import read_commit
+
+    for v in range(start, max(start - limit, -1), -1):
+        if not storage.exists(commit_path(root, v)):
+            return  # older entries were cleaned up (only checkpoints remain)
+        yield normalize_commit(v, read_commit(root, v, storage=storage))
+
+
+def _check_limit(limit: Any) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}.")
+
+
 def history(table: str, limit: int = 20, *, storage: Storage | None = None) -> list[dict[str, Any]]:
     """The ``limit`` most recent commits, newest first, normalised (see the module doc).
 
     Versions whose log entry was cleaned up are skipped (as deltalake's history does).
     """
-    from ..delta.log import commit_path
-    from ..delta.snapshot import latest_version, read_commit
+    from ..delta.snapshot import latest_version
 
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}.")
+    _check_limit(limit)
     root = table_uri(table)
     storage = storage if storage is not None else storage_for(root)
-    latest = latest_version(root, storage=storage)
-    out: list[dict[str, Any]] = []
-    for v in range(latest, max(latest - limit, -1), -1):
-        if not storage.exists(commit_path(root, v)):
-            break  # older entries were cleaned up (only checkpoints remain)
-        out.append(normalize_commit(v, read_commit(root, v, storage=storage)))
-    return out
+    return list(_entries(root, storage, latest_version(root, storage=storage), limit))
+
+
+def last_operation(
+    table: str,
+    operation: str = "OPTIMIZE",
+    *,
+    at_version: int | None = None,
+    limit: int = 1000,
+    storage: Storage | None = None,
+) -> dict[str, Any] | None:
+    """The newest commit at or before ``at_version`` whose operation is ``operation``, or None.
+
+    Looks back at most ``limit`` commits so a long log cannot make a health page slow.
+    """
+    from ..delta.snapshot import latest_version
+
+    _check_limit(limit)
+    root = table_uri(table)
+    storage = storage if storage is not None else storage_for(root)
+    start = at_version if at_version is not None else latest_version(root, storage=storage)
+    return next((e for e in _entries(root, storage, start, limit) if e["operation"] == operation), None)
