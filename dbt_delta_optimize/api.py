@@ -20,7 +20,7 @@ from .engine.executor import OptimizeExecutor, ProgressCallback
 from .errors import DeltaOptimizeError, InvalidArgumentError
 from .plan.autocompact import AutoCompactConfig, AutoCompactResult
 from .plan.builder import build_plan
-from .plan.config import ConfGetter, OptimizeConfig, OptimizeOptions
+from .plan.config import ConfGetter, OptimizeConfig, OptimizeOptions, Order
 from .plan.curve import clustering_spec
 from .plan.predicate import select_partitions
 
@@ -150,6 +150,10 @@ def optimize(
     max_commit_attempts: int | None = ...,
     rewrite_engine: Literal["arrow", "spark"] | None = ...,
     validate_commits: bool | None = ...,
+    max_duration: float | str | None = ...,
+    max_failed_bins: int | None = ...,
+    order: Order | None = ...,
+    commit_every: int | str | None = ...,
 ) -> OptimizeMetrics: ...
 
 
@@ -174,6 +178,10 @@ def optimize(
     max_commit_attempts: int | None = ...,
     rewrite_engine: Literal["arrow", "spark"] | None = ...,
     validate_commits: bool | None = ...,
+    max_duration: float | str | None = ...,
+    max_failed_bins: int | None = ...,
+    order: Order | None = ...,
+    commit_every: int | str | None = ...,
 ) -> OptimizePlan: ...
 
 
@@ -197,6 +205,10 @@ def optimize(
     max_commit_attempts: int | None = None,
     rewrite_engine: Literal["arrow", "spark"] | None = None,
     validate_commits: bool | None = None,
+    max_duration: float | str | None = None,
+    max_failed_bins: int | None = None,
+    order: Order | None = None,
+    commit_every: int | str | None = None,
 ) -> OptimizeMetrics | OptimizePlan:
     """OPTIMIZE a Delta table (path or catalog name) like delta-spark, committed by our writer.
 
@@ -212,6 +224,11 @@ def optimize(
         min_file_size, max_file_size, max_threads, batch_size, max_deleted_rows_ratio,
             repartition_enabled, max_commit_attempts, rewrite_engine, validate_commits: per-call
             overrides of the session conf (delta-spark's ``spark.databricks.delta.optimize.*`` keys).
+        max_duration: wall-clock budget (seconds, or ``"25s"``, ``"10m"``, ``"1h"``): no bin starts
+            after it; what is done is committed and the metrics say what was left.
+        max_failed_bins: bins that may fail (reported in the metrics) while the others commit.
+        order: which bins run first: ``files-desc`` (default), ``bytes-desc``, ``partition``, ``oldest-first``.
+        commit_every: commit finished bins every N bins (an int) or every period (``"30s"``).
 
     Returns:
         OptimizeMetrics (the plan with ``dry_run=True``).
@@ -220,6 +237,7 @@ def optimize(
         TableNotFoundError, NotADeltaTableError, InvalidPredicateError, InvalidConfigError,
         UnsupportedFeatureError, CorruptLogError, DataFileError, CommitConflictError.
     """
+    started = time.monotonic()  # a time budget counts from here
     where_list, columns = _check_args(table, where, zorder_by, curve)
     opts = _options(options, dict(locals_settings(locals())))
     request = _Request(table, where_list, columns, curve, full, opts)
@@ -232,7 +250,7 @@ def optimize(
     engine = SparkEngine(get_spark(session))
     snapshot = load_snapshot(location)
     plan = _plan(snapshot, request, engine.conf_getter, time_zone=engine.time_zone)
-    return OptimizeExecutor(engine, snapshot, plan, progress=progress).optimize()
+    return OptimizeExecutor(engine, snapshot, plan, progress=progress, started=started).optimize()
 
 
 _SETTINGS = tuple(f for f in OptimizeOptions.__dataclass_fields__)
@@ -273,6 +291,10 @@ def plan_optimize(
     max_commit_attempts: int | None = None,
     rewrite_engine: Literal["arrow", "spark"] | None = None,
     validate_commits: bool | None = None,
+    max_duration: float | str | None = None,
+    max_failed_bins: int | None = None,
+    order: Order | None = None,
+    commit_every: int | str | None = None,
 ) -> OptimizePlan:
     """What ``optimize`` would do, decided from the log alone; nothing is written.
 

@@ -192,3 +192,13 @@ def _write(path: str, commits: int) -> None:
 
     for i in range(commits):
         write_deltalake(path, pa.table({"id": [i]}), mode="append")
+
+
+def test_max_duration_setting_is_a_validated_duration():
+    from dbt_delta_optimize.dbt.settings import parse_settings
+    from dbt_delta_optimize.errors import InvalidArgumentError
+
+    assert parse_settings({"max_duration": "10m"}).max_duration == 600
+    assert parse_settings({}).max_duration is None
+    with pytest.raises(InvalidArgumentError, match=r"meta\.delta_optimize\.max_duration"):
+        parse_settings({"max_duration": "forever"})

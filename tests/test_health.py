@@ -10,7 +10,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from html.parser import HTMLParser
@@ -184,14 +183,16 @@ def test_default_thresholds_are_delta_sparks(table):
 
 
 def _plan_key(plan: dict) -> set:
-    return {(json.dumps(b["partitionValues"], sort_keys=True), tuple(sorted(b["paths"]))) for b in plan["bins"]}
+    return {(json.dumps(b["partitionValues"], sort_keys=True), b["files"], b["bytes"]) for b in plan["bins"]}
 
 
 def test_plan_is_optimizes_dry_run(spark, table):
     from dbt_delta_optimize.api import optimize
 
     small = sizes_threshold(table)
-    dry = optimize(spark, table, dry_run=True, min_file_size=small).to_dict()
+    dry = optimize(spark, table, dry_run=True, min_file_size=small).to_dict(
+        include_paths=False
+    )  # health lists bins, not their paths
     from dbt_delta_optimize.engine.session import conf_getter
 
     with_spark = health_report(table, get_conf=conf_getter(spark), min_file_size=small)
@@ -516,38 +517,6 @@ def test_untrusted_partition_values_and_paths_are_escaped(tmp_path):
     (bars,) = [svg for alt, svg in decoded_images(page) if alt == "files per partition"]
     # the label (cut to 30 characters) reads back as the raw value, so it was escaped exactly once
     assert any((t.text or "").startswith("part=<script>alert(") for t in bars.iter("{http://www.w3.org/2000/svg}text"))
-
-
-BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-
-
-@pytest.mark.skipif(BROWSER is None, reason="no headless browser on this machine")
-def test_page_renders_in_a_headless_browser(table, tmp_path):
-    report = _health_report(table, min_file_size=sizes_threshold(table))
-    path = render_html(report, str(tmp_path / "b.html"))
-    out = subprocess.run(
-        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{path}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    assert f"Verdict: {report.verdict.status}" in out and 'id="thresholds"' in out
-
-
-def test_template_ships_as_package_data():
-    """The wheel only carries files pyproject's package-data names: the template must match one glob."""
-    import fnmatch
-    import pathlib
-
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    root = pathlib.Path(__file__).resolve().parent.parent
-    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    templates = sorted((root / "dbt_delta_optimize" / "inspect" / "templates").glob("*"))
-    assert [t.name for t in templates] == ["health.html.j2"]
-    for t in templates:
-        rel = t.relative_to(root / "dbt_delta_optimize").as_posix()
-        assert any(fnmatch.fnmatch(rel, g) for g in globs["dbt_delta_optimize"]), rel
 
 
 def test_no_command_for_a_table_our_writer_cannot_rewrite(tmp_path):

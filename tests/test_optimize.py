@@ -30,7 +30,6 @@ from dbt_delta_optimize.api import optimize
 from dbt_delta_optimize.engine.executor import STAGING_DIR, OptimizeExecutor
 from dbt_delta_optimize.engine.results import metrics_row
 from dbt_delta_optimize.errors import (
-    ConcurrentDeleteReadError,
     DataFileError,
     InvalidArgumentError,
     InvalidConfigError,
@@ -961,7 +960,10 @@ def test_concurrent_property_change_is_retried(spark, tmp_path, five_parts):
     assert_same_rows(spark, p, before)
 
 
-def test_concurrent_delete_of_a_compacted_file_aborts(spark, tmp_path, five_parts):
+def test_concurrent_delete_drops_only_the_bin_it_touched(spark, tmp_path, five_parts):
+    """A DELETE lands while optimize runs: the bin of the deleted file's partition is dropped, the rest commit."""
+    from urllib.parse import unquote
+
     p = copy_table(five_parts, str(tmp_path / "t"))
     versions = log_versions(p)
     files0 = data_files(p)
@@ -970,22 +972,25 @@ def test_concurrent_delete_of_a_compacted_file_aborts(spark, tmp_path, five_part
         if done == total:
             spark.sql(f"DELETE FROM delta.`{p}` WHERE part = 2 AND id = 7")
 
-    with pytest.raises(ConcurrentDeleteReadError):
-        optimize(spark, p, progress=progress)
+    m = optimize(spark, p, progress=progress)
 
-    delete = versions[-1] + 1
-    assert log_versions(p) == [*versions, delete], "nothing of ours committed"
+    delete, ours = versions[-1] + 1, versions[-1] + 2
+    assert log_versions(p) == [*versions, delete, ours] and m.committed_versions == (ours,)
     assert commit_info(p, delete)["operation"] == "DELETE"
-    from urllib.parse import unquote
-
+    assert_optimize_commit(p, ours)
+    assert [d["partition"] for d in m.dropped_bins] == [{"part": "2"}] and m.dropped_bins[0]["winningVersion"] == delete
+    assert m.num_bins == 4 and m.num_files_removed == 8
+    after = counts(p)
+    assert {k: v for k, v in after.items() if k != (2,)} == {(i,): 1 for i in (0, 1, 3, 4)}
     adds, _ = adds_removes(p, delete)
     spark_new = {unquote(a["path"]) for a in adds}
     spark_new |= {os.path.join(os.path.dirname(f), f".{os.path.basename(f)}.crc") for f in spark_new}
-    assert data_files(p) - files0 == spark_new, "only DELETE's file (and its Hadoop .crc): ours are deleted"
+    ours_new = {unquote(a["path"]) for a in adds_removes(p, ours)[0]}
+    assert data_files(p) - files0 == spark_new | ours_new, "the dropped bin's file is deleted, nothing else is left"
     expected = rows_spark(spark, copy_table(five_parts, str(tmp_path / "expected")))
     expected = [r for r in expected if r[0] != 7]
     assert len(expected) == 19
-    assert_same_rows(spark, p, expected)
+    assert_same_rows(spark, p, expected)  # the deleted row does not come back
 
 
 # =========================================================================== bad input
@@ -1091,27 +1096,25 @@ def test_concurrent_append_does_not_conflict(spark, tmp_path, five_parts):
     )
 
 
-def test_concurrent_delta_spark_optimize_is_a_delete_delete_conflict(spark, tmp_path, five_parts):
-    from dbt_delta_optimize.errors import ConcurrentDeleteDeleteError
+def test_concurrent_delta_spark_optimize_of_one_partition_drops_that_bin(spark, tmp_path, five_parts):
+    from urllib.parse import unquote
 
     p = copy_table(five_parts, str(tmp_path / "t"))
     before = rows_spark(spark, p)
     versions = log_versions(p)
-    files0 = data_files(p)
 
     def progress(done, total, *_):
         if done == total:
             spark.sql(f"OPTIMIZE delta.`{p}` WHERE part = 4")
 
-    with pytest.raises(ConcurrentDeleteDeleteError):
-        optimize(spark, p, progress=progress)
-    assert log_versions(p) == [*versions, versions[-1] + 1]
-    assert commit_info(p, versions[-1] + 1)["engineInfo"].startswith("Apache-Spark")
-    from urllib.parse import unquote
-
-    adds, _ = adds_removes(p, versions[-1] + 1)
-    theirs = {unquote(a["path"]) for a in adds}
-    assert {f for f in data_files(p) - files0 if not f.endswith(".crc")} == theirs
+    m = optimize(spark, p, progress=progress)
+    theirs, ours = versions[-1] + 1, versions[-1] + 2
+    assert log_versions(p) == [*versions, theirs, ours] and m.committed_versions == (ours,)
+    assert commit_info(p, theirs)["engineInfo"].startswith("Apache-Spark")
+    assert [d["partition"] for d in m.dropped_bins] == [{"part": "4"}]
+    assert "ConcurrentDeleteDeleteError" in m.dropped_bins[0]["reason"]
+    assert counts(p) == {(i,): 1 for i in range(5)}
+    assert {unquote(a["path"]).split("/")[0] for a in adds_removes(p, ours)[0]} == {f"part={i}" for i in range(4)}
     assert_same_rows(spark, p, before)
 
 

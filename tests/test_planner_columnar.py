@@ -188,3 +188,13 @@ def test_partitions_of_paths(table):
     objects = dataclasses.replace(snap, files=tuple(snap.files), file_table=None)
     some = {unquote(f.path) for f in snap.files if f.partition_values.get("part") in ("b'c", None)}
     assert partitions_of(snap, some) == partitions_of(objects, some) == {("b'c",), (None,)}
+
+
+def test_health_layout_from_columns_matches_objects(table):
+    from dbt_delta_optimize.inspect.health import _layout
+
+    snap = load_snapshot(table)
+    objects = dataclasses.replace(snap, files=tuple(snap.files), file_table=None)
+    columnar, by_object = _layout(snap, 2000, 1000), _layout(objects, 2000, 1000)
+    assert columnar == by_object and by_object["numPartitions"] == 4
+    assert [p["partitionValues"]["part"] for p in columnar["partitions"]] == ["a", "b'c", "d", None]

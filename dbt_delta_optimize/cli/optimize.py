@@ -87,6 +87,15 @@ def _print_metrics(m: OptimizeMetrics) -> None:
     )
     if m.partitions_skipped_already_clustered:
         click.echo(f"{m.partitions_skipped_already_clustered} partition(s) already clustered (use --full to redo)")
+    if m.num_bins_left:
+        click.echo(f"time budget spent: {m.num_bins_left} bin(s), {human_size(m.num_bytes_left)} left for the next run")
+    for d in m.dropped_bins:
+        click.echo(
+            f"dropped {partition_label(d['partition'])}: {d['files']} file(s), changed by version "
+            f"{d['winningVersion']} ({d['reason']})"
+        )
+    for f in m.failed_bins:
+        click.echo(f"failed {partition_label(f['partition'])}: {f['files']} file(s): {f['error']}", err=True)
 
 
 def _options(**values: Any) -> OptimizeOptions:
@@ -102,6 +111,18 @@ def _options(**values: Any) -> OptimizeOptions:
 @click.option("--max-file-size", callback=_size, help="Target (maximum) size of a compacted file.")
 @click.option("--max-threads", type=click.IntRange(min=1), help="Bins rewritten concurrently (default 15).")
 @click.option("--batch-size", callback=_size, help="Commit every this many bytes of bins (default: one commit).")
+@click.option("--max-duration", help="Time budget (25s, 10m, 1h): no bin starts after it; what is done is committed.")
+@click.option("--commit-every", help="Commit finished bins every N bins (e.g. 20) or every period (e.g. 5m).")
+@click.option(
+    "--max-failed-bins",
+    type=click.IntRange(min=0),
+    help="Bins that may fail (reported, exit 1) while the others commit (default 0: all or nothing).",
+)
+@click.option(
+    "--order",
+    type=click.Choice(["files-desc", "bytes-desc", "partition", "oldest-first"]),
+    help="Which bins run first (default files-desc: the most small files first).",
+)
 @click.option("--zorder-by", help="Comma-separated columns to Z-order by (nested a.b and `quoted.names` allowed).")
 @click.option(
     "--curve",
@@ -123,6 +144,10 @@ def optimize(
     max_file_size: int | None,
     max_threads: int | None,
     batch_size: int | None,
+    max_duration: str | None,
+    commit_every: str | None,
+    max_failed_bins: int | None,
+    order: str | None,
     zorder_by: str | None,
     curve: str,
     full: bool,
@@ -132,7 +157,14 @@ def optimize(
 ) -> None:
     """OPTIMIZE TABLE (a path or a catalog name)."""
     options = _options(
-        min_file_size=min_file_size, max_file_size=max_file_size, max_threads=max_threads, batch_size=batch_size
+        min_file_size=min_file_size,
+        max_file_size=max_file_size,
+        max_threads=max_threads,
+        batch_size=batch_size,
+        max_duration=max_duration,
+        commit_every=commit_every,
+        max_failed_bins=max_failed_bins,
+        order=order,
     )
     args = (table, list(where), _zorder_columns(zorder_by), cast(Curve, curve), full, options)
     if dry_run:
@@ -151,6 +183,8 @@ def optimize(
         echo_json(metrics.to_dict())
     else:
         _print_metrics(metrics)
+    if metrics.failed_bins:
+        sys.exit(1)  # the other bins committed; the failures are in the output
 
 
 def _auto_compact(

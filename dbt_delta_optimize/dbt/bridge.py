@@ -91,6 +91,7 @@ def _optimize(location: str, where: tuple[str, ...], zorder_by: tuple[str, ...],
         curve=s.curve,
         min_file_size=s.min_file_size,
         max_file_size=s.max_file_size,
+        max_duration=s.max_duration,
     )
 
 

@@ -35,6 +35,7 @@ class ModelSettings:
     min_num_files: int | None = None
     on_error: OnError = "warn"
     skip: bool = False
+    max_duration: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,14 @@ def _count(key: str, value: Any) -> int | None:
     return int(value)
 
 
+def _duration(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    from ..plan.config import parse_duration
+
+    return parse_duration(value, key=_PREFIX + key)
+
+
 def _flag(key: str, value: Any) -> bool:
     if value is None:
         return False
@@ -101,6 +110,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "min_num_files": _count,
     "on_error": lambda k, v: _choice(k, "warn" if v is None else v, ("warn", "fail")),
     "skip": _flag,
+    "max_duration": lambda k, v: _duration(k, v),
 }
 
 #: Every key ``meta.delta_optimize`` may hold.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,7 +48,7 @@ class BinRewriter:
     plan: OptimizePlan
     journal: RunJournal
     operation_timestamp: int
-    uncommitted: list[str] = field(default_factory=list)
+    uncommitted: dict[int, list[str]] = field(default_factory=dict)  #: id(bin) -> files written, not committed
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ------------------------------------------------------------------ placement
@@ -60,7 +60,7 @@ class BinRewriter:
         created = [] if snap.storage.exists(folder) else [rel_dir]
         with self.lock:
             self.journal.intend([log_path], created)
-            self.uncommitted.append(dest)
+            self.uncommitted.setdefault(id(b), []).append(dest)
         snap.storage.makedirs(folder)
         return dest, log_path
 
@@ -150,6 +150,14 @@ class BinRewriter:
 
     # ------------------------------------------------------------------ entry
     def rewrite(self, b: Bin, group: str) -> BinResult:
+        """Rewrite one bin; if it fails (or is cancelled), the files it wrote are deleted before raising."""
+        try:
+            return self._rewrite(b, group)
+        except BaseException:
+            self.discard([b])
+            raise
+
+    def _rewrite(self, b: Bin, group: str) -> BinResult:
         staging = join(self.journal.folder, uuid.uuid4().hex)
         description = f"{self.snapshot.location}<br/>Optimizing {b.describe()}"
         with self.engine.job_group(group, description):
@@ -163,13 +171,23 @@ class BinRewriter:
         removes = tuple(f.remove(self.operation_timestamp, data_change=False) for f in b.files)
         return BinResult(b, adds, removes)
 
-    def discard_uncommitted(self) -> None:
-        """Delete every file written but not committed (after a failure)."""
+    def discard(self, bins: Iterable[Bin]) -> None:
+        """Delete the files these bins wrote (a failed, cancelled or dropped bin)."""
         with self.lock:
-            paths, self.uncommitted = list(self.uncommitted), []
+            paths = [p for b in bins for p in self.uncommitted.pop(id(b), [])]
         for path in paths:
             self.snapshot.storage.delete(path)
 
-    def committed(self) -> None:
+    def discard_uncommitted(self) -> None:
+        """Delete every file written but not committed (after a failure)."""
         with self.lock:
+            paths = [p for files in self.uncommitted.values() for p in files]
             self.uncommitted.clear()
+        for path in paths:
+            self.snapshot.storage.delete(path)
+
+    def committed(self, bins: Iterable[Bin]) -> None:
+        """These bins' files are in the table now: never delete them."""
+        with self.lock:
+            for b in bins:
+                self.uncommitted.pop(id(b), None)

@@ -11,21 +11,30 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..delta.actions import AddFile, RemoveFile
+from ..delta.actions import AddFile
 from ..delta.commit import CommitResult, Transaction
 from ..delta.protocol import ensure_write_supported
 from ..delta.snapshot import Snapshot, load_snapshot
-from ..errors import MetadataChangedError, ProtocolChangedError, ValidationError
+from ..errors import (
+    CommitConflictError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    MetadataChangedError,
+    ProtocolChangedError,
+    ValidationError,
+)
 from ..plan.metrics import operation_metrics
 from ..plan.planner import Bin, OptimizePlan
+from .bin_rewriter import BinResult
 from .data_files import lying_stats
 
 if TYPE_CHECKING:
     from ..inspect.findings import ValidationReport
 
-__all__ = ["commit_batch", "operation_parameters"]
+__all__ = ["BatchCommit", "DroppedBin", "commit_batch", "operation_parameters"]
 
 log = logging.getLogger(__name__)
 
@@ -77,32 +86,110 @@ def _check_planned(snapshot: Snapshot, files_read: Sequence[AddFile], report: Va
     report.raise_if_invalid()
 
 
-def commit_batch(
-    snapshot: Snapshot, plan: OptimizePlan, batch: Sequence[Bin], adds: list[AddFile], removes: list[RemoveFile]
-) -> CommitResult:
-    """Commit one batch; on a metadata/protocol conflict, retry if every compacted file is still live."""
-    from ..inspect.validate import validate_actions
+@dataclass(frozen=True)
+class DroppedBin:
+    """A bin left out of a commit because a concurrent commit removed or changed one of its files."""
 
+    bin: Bin
+    winning_version: int | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "partition": dict(self.bin.partition_values),
+            "files": len(self.bin.files),
+            "bytes": self.bin.size,
+            "winningVersion": self.winning_version,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class BatchCommit:
+    """What one commit of finished bins did: its version (None if every bin was dropped), and which bins."""
+
+    result: CommitResult | None
+    committed: tuple[BinResult, ...]
+    dropped: tuple[DroppedBin, ...] = ()
+
+
+def _split_live(latest: Snapshot, results: Sequence[BinResult]) -> tuple[list[BinResult], list[BinResult]]:
+    """(bins whose every input is still live in ``latest``, the others)."""
+    live = {f.key for f in latest.files}
+    kept = [r for r in results if all(f.key in live for f in r.bin.files)]
+    gone = [r for r in results if not all(f.key in live for f in r.bin.files)]
+    return kept, gone
+
+
+def _drop_conflicting(
+    snapshot: Snapshot, results: Sequence[BinResult], exc: CommitConflictError
+) -> tuple[Snapshot, list[BinResult], list[DroppedBin]]:
+    """After a concurrent DELETE/UPDATE/MERGE or compaction: keep the bins whose inputs are all still live.
+
+    Raises the conflict again if no bin lost an input (then the conflict is not one dropping bins
+    can solve) or the table's protocol or partitioning changed.
+    """
+    latest = load_snapshot(snapshot.location, storage=snapshot.storage)
+    ensure_write_supported(latest.protocol, latest.metadata, table=latest.location)
+    if latest.partition_columns != snapshot.partition_columns:
+        raise exc
+    kept, gone = _split_live(latest, results)
+    if not gone:
+        raise exc
+    reason = f"{type(exc).__name__}: a concurrent commit removed or changed an input file"
+    dropped = [DroppedBin(r.bin, exc.winning_version, reason) for r in gone]
+    log.warning(
+        "Dropping %d bin(s) whose files a concurrent commit changed; committing the other %d", len(gone), len(kept)
+    )
+    return latest, kept, dropped
+
+
+def commit_batch(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult]) -> BatchCommit:
+    """Commit finished bins as one OPTIMIZE commit.
+
+    A concurrent commit that removed files some bins read drops only those bins (their outputs are
+    the caller's to delete); a metadata/protocol change is retried if every compacted file is still
+    live and the partitioning is unchanged. Anything else stays a typed conflict.
+    """
+    kept, dropped = list(results), list[DroppedBin]()
     config = plan.config
-    files_read = [f for b in batch for f in b.files]
-    dvs = sum(1 for f in files_read if f.deletion_vector is not None)
-    metrics = operation_metrics([a.size for a in adds], [r.size or 0 for r in removes], dvs)
-    actions: list[AddFile | RemoveFile] = [*adds, *removes]
     for attempt in range(1, config.max_commit_attempts + 1):
-        if config.validate_commits:
-            _check_planned(snapshot, files_read, validate_actions(snapshot, adds, removes))
-        txn = Transaction(snapshot, max_attempts=config.max_commit_attempts)
-        txn.track_read(files_read)
+        if not kept:
+            return BatchCommit(None, (), tuple(dropped))
         try:
-            result = txn.commit(actions, "OPTIMIZE", operation_parameters(plan), metrics)
+            result = _commit_once(snapshot, plan, kept)
+        except (ConcurrentDeleteReadError, ConcurrentDeleteDeleteError) as exc:
+            if attempt == config.max_commit_attempts:
+                raise
+            snapshot, kept, newly = _drop_conflicting(snapshot, kept, exc)
+            dropped.extend(newly)
+            continue
         except (MetadataChangedError, ProtocolChangedError) as exc:
+            files_read = [f for r in kept for f in r.bin.files]
             latest = _still_safe(snapshot, files_read) if attempt < config.max_commit_attempts else None
             if latest is None:
                 raise
             log.info("Retrying commit after checking for semantic conflicts (%s)", exc)
             snapshot = latest
             continue
-        if config.validate_commits:
-            _check_landed(snapshot, result.version)
-        return result
+        return BatchCommit(result, tuple(kept), tuple(dropped))
     raise AssertionError("unreachable: the last attempt either commits or raises")
+
+
+def _commit_once(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult]) -> CommitResult:
+    from ..inspect.validate import validate_actions
+
+    config = plan.config
+    adds = [a for r in results for a in r.adds]
+    removes = [rm for r in results for rm in r.removes]
+    files_read = [f for r in results for f in r.bin.files]
+    dvs = sum(1 for f in files_read if f.deletion_vector is not None)
+    metrics = operation_metrics([a.size for a in adds], [r.size or 0 for r in removes], dvs)
+    if config.validate_commits:
+        _check_planned(snapshot, files_read, validate_actions(snapshot, adds, removes))
+    txn = Transaction(snapshot, max_attempts=config.max_commit_attempts)
+    txn.track_read(files_read)
+    result = txn.commit([*adds, *removes], "OPTIMIZE", operation_parameters(plan), metrics)
+    if config.validate_commits:
+        _check_landed(snapshot, result.version)
+    return result

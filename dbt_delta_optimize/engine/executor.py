@@ -12,7 +12,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,9 +27,11 @@ from ..plan.metrics import (
     ZOrderFileStats,
     ZOrderStats,
 )
+from ..plan.ordering import order_bins
 from ..plan.planner import Bin, OptimizePlan
 from .bin_rewriter import BinResult, BinRewriter
-from .committer import commit_batch
+from .bin_runner import BinRunner
+from .committer import DroppedBin, commit_batch
 from .data_files import diagnose_inputs
 from .layout import check_output_folders, hive_dir
 from .spark_engine import SparkEngine
@@ -64,10 +65,16 @@ class _Progress:
 class _Run:
     results: list[BinResult] = field(default_factory=list)
     committed: list[CommitResult] = field(default_factory=list)
+    dropped: list[DroppedBin] = field(default_factory=list)
 
 
 class OptimizeExecutor:
-    """delta-spark's OptimizeExecutor, in Python: rewrite a plan's bins in parallel, commit per batch."""
+    """delta-spark's OptimizeExecutor, in Python: rewrite a plan's bins in parallel, commit per batch.
+
+    Beyond delta-spark: a wall-clock budget (``max_duration``), commits every N bins or T seconds
+    (``commit_every``), bins that may fail while the others commit (``max_failed_bins``), and bins
+    dropped, not the whole run failed, when a concurrent DML commit changes some of their files.
+    """
 
     def __init__(
         self,
@@ -76,7 +83,9 @@ class OptimizeExecutor:
         plan: OptimizePlan,
         *,
         progress: ProgressCallback | None = None,
+        started: float | None = None,
     ) -> None:
+        """``started``: ``time.monotonic()`` when the command began (the time budget counts from it)."""
         ensure_write_supported(snapshot.protocol, snapshot.metadata, table=snapshot.location)
         self.engine = spark if isinstance(spark, SparkEngine) else SparkEngine(spark)
         self.snapshot = snapshot
@@ -84,6 +93,7 @@ class OptimizeExecutor:
         self.config = plan.config
         self.progress = progress
         self.operation_timestamp = int(time.time() * 1000)
+        self.started = time.monotonic() if started is None else started
 
     # ------------------------------------------------------------------ running
     def optimize(self) -> OptimizeMetrics:
@@ -99,55 +109,59 @@ class OptimizeExecutor:
         journal = RunJournal(snap.storage, snap.location, read_version=snap.version)
         rewriter = BinRewriter(self.engine, snap, plan, journal, self.operation_timestamp)
         progress = _Progress(self.progress, len(plan.bins), plan.bytes_to_rewrite)
+        runner = self._runner(rewriter, group, progress)
         run = _Run()
         try:
             for batch in plan.batches:
-                self._run_batch(batch, group, rewriter, progress, run)
-        except BaseException:
-            rewriter.discard_uncommitted()
-            raise
+                if runner.out_of_time():
+                    runner.left.extend(batch)
+                    continue
+                self._run_batch(order_bins(batch, self.config.order), runner, rewriter, run)
         finally:
+            rewriter.discard_uncommitted()  # failed, cancelled or dropped bins; nothing committed is in here
             journal.close()
-        return self._metrics(run, start_ms, self.engine.scheduled_tasks(group))
+        return self._metrics(run, runner, start_ms, self.engine.scheduled_tasks(group))
 
-    def _run_batch(
-        self, batch: Sequence[Bin], group: str, rewriter: BinRewriter, progress: _Progress, run: _Run
-    ) -> None:
-        if not batch:
-            return
-        results = self._rewrite_all(batch, group, rewriter, progress)
-        adds = [a for r in results for a in r.adds]
-        removes = [rm for r in results for rm in r.removes]
-        if not adds and not removes:
-            return
+    def _runner(self, rewriter: BinRewriter, group: str, progress: _Progress) -> BinRunner:
+        budget = self.config.max_duration
+        return BinRunner(
+            self.engine,
+            lambda b: self._rewrite_bin(rewriter, b, group),
+            group,
+            self.config.max_threads,
+            deadline=None if budget is None else self.started + budget,
+            max_failed=self.config.max_failed_bins,
+            on_done=progress.advance,
+        )
+
+    def _run_batch(self, batch: Sequence[Bin], runner: BinRunner, rewriter: BinRewriter, run: _Run) -> None:
+        pending: list[BinResult] = []
+        last_commit = time.monotonic()
+        for result in runner.run(batch):
+            pending.append(result)
+            if self._commit_due(len(pending), last_commit):
+                self._commit(pending, rewriter, run)
+                pending, last_commit = [], time.monotonic()
+        if pending:
+            self._commit(pending, rewriter, run)
+
+    def _commit_due(self, finished: int, last_commit: float) -> bool:
+        every_bins, every_seconds = self.config.commit_every_bins, self.config.commit_every_seconds
+        if every_bins is not None and finished >= every_bins:
+            return True
+        return every_seconds is not None and time.monotonic() - last_commit >= every_seconds
+
+    def _commit(self, results: list[BinResult], rewriter: BinRewriter, run: _Run) -> None:
         try:
-            run.committed.append(commit_batch(self.snapshot, self.plan, batch, adds, removes))
+            outcome = commit_batch(self.snapshot, self.plan, results)
         except CommitConflictError as exc:
             raise _truthful(exc, run) from exc
-        rewriter.committed()
-        run.results.extend(results)
-
-    def _rewrite_all(
-        self, batch: Sequence[Bin], group: str, rewriter: BinRewriter, progress: _Progress
-    ) -> list[BinResult]:
-        workers = max(1, min(self.config.max_threads, len(batch)))
-        results: list[BinResult] = []
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="OptimizeJob") as pool:
-            futures = {pool.submit(self._rewrite_bin, rewriter, b, group): b for b in batch}
-            pending: set[Future[BinResult]] = set(futures)
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                for fut in finished:
-                    exc = fut.exception()
-                    if exc is not None:
-                        for p in pending:
-                            p.cancel()
-                        self.engine.cancel(group)
-                        wait(pending)
-                        raise exc
-                    results.append(fut.result())
-                    progress.advance(futures[fut])
-        return results
+        rewriter.discard(d.bin for d in outcome.dropped)
+        rewriter.committed(r.bin for r in outcome.committed)
+        run.dropped.extend(outcome.dropped)
+        if outcome.result is not None:
+            run.committed.append(outcome.result)
+            run.results.extend(outcome.committed)
 
     def _rewrite_bin(self, rewriter: BinRewriter, b: Bin, group: str) -> BinResult:
         """One bin; a failure caused by an unreadable input becomes a DataFileError naming the file."""
@@ -162,7 +176,7 @@ class OptimizeExecutor:
             raise
 
     # ------------------------------------------------------------------ metrics
-    def _metrics(self, run: _Run, start_ms: int, tasks: int) -> OptimizeMetrics:
+    def _metrics(self, run: _Run, runner: BinRunner, start_ms: int, tasks: int) -> OptimizeMetrics:
         plan, snap = self.plan, self.snapshot
         added = [a.size for r in run.results for a in r.adds]
         removed = [rm.size or 0 for r in run.results for rm in r.removes]
@@ -209,6 +223,10 @@ class OptimizeExecutor:
             path=snap.location,
             committed_versions=tuple(c.version for c in run.committed),
             partitions_skipped_already_clustered=len(plan.skipped_partitions),
+            num_bins_left=len(runner.left),
+            num_bytes_left=sum(b.size for b in runner.left),
+            failed_bins=tuple(f.to_dict() for f in runner.failures),
+            dropped_bins=tuple(d.to_dict() for d in run.dropped),
         )
 
 

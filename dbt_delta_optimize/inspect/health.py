@@ -68,8 +68,12 @@ def histogram(sizes: Iterable[int]) -> list[dict[str, Any]]:
     if not sizes:
         return []
     counts: dict[int, list[int]] = {}
-    for s in sizes:
-        counts.setdefault(_bucket(s), []).append(s)
+    for s in sizes:  # _bucket, inlined: this runs once per file
+        k = s.bit_length() - 1 if s > 1 else 0
+        if k in counts:
+            counts[k].append(s)
+        else:
+            counts[k] = [s]
     lo, hi = min(counts), max(counts)
     return [
         {
@@ -88,9 +92,11 @@ def _label(columns: Sequence[str], key: Sequence[str | None]) -> str:
     return ", ".join(f"{c}={'null' if v is None else v}" for c, v in zip(columns, key)) or "(unpartitioned)"
 
 
-def _zorder_state(files: Sequence[Any]) -> dict[str, Any]:
-    tagged = [f for f in files if COLUMNS_TAG in f.tags]
-    columns = sorted({f.tags[COLUMNS_TAG] for f in tagged})
+Tagged = tuple[str, str | None]  #: a clustered file's (columns tag, curve tag)
+
+
+def _zorder_state(num_files: int, tagged: Sequence[Tagged]) -> dict[str, Any]:
+    columns = sorted({c for c, _ in tagged})
     parsed = []
     for c in columns:
         try:
@@ -98,42 +104,88 @@ def _zorder_state(files: Sequence[Any]) -> dict[str, Any]:
         except ValueError:
             parsed.append(c)
     return {
-        "state": "none" if not tagged else ("all" if len(tagged) == len(files) else "some"),
+        "state": "none" if not tagged else ("all" if len(tagged) == num_files else "some"),
         "taggedFiles": len(tagged),
         "clusteredBy": parsed,
-        "curves": sorted({f.tags.get(CURVE_TAG) for f in tagged if f.tags.get(CURVE_TAG)}),
+        "curves": sorted({curve for _, curve in tagged if curve}),
+    }
+
+
+_Groups = dict[tuple[str | None, ...], tuple[list[int], list[Tagged]]]
+
+
+def _groups_from_columns(snapshot: Snapshot) -> _Groups:
+    """Sizes and clustering tags per partition, from the snapshot's columns (no object per file)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = snapshot.file_table
+    assert table is not None
+    codes, keys = table.partition_codes(snapshot.partition_columns)
+    tags = table.column("tags")
+    tag_of = [
+        pc.map_lookup(tags, pa.scalar(t, pa.string()), "first").to_pylist() if len(tags) else []
+        for t in (COLUMNS_TAG, CURVE_TAG)
+    ]
+    groups: _Groups = {k: ([], []) for k in keys}
+    for i, (code, size) in enumerate(zip(codes.to_pylist(), table.sizes)):
+        sizes, tagged = groups[keys[code]]
+        sizes.append(size)
+        if tag_of[0][i] is not None:
+            tagged.append((tag_of[0][i], tag_of[1][i]))
+    return {k: v for k, v in groups.items() if v[0]}
+
+
+def _groups(snapshot: Snapshot) -> _Groups:
+    from ..delta.snapshot import partition_key
+
+    if snapshot.file_table is not None:
+        return _groups_from_columns(snapshot)
+    cols = snapshot.partition_columns
+    groups: _Groups = {}
+    for f in snapshot.files:
+        sizes, tagged = groups.setdefault(partition_key(f.partition_values, cols), ([], []))
+        sizes.append(f.size)
+        if COLUMNS_TAG in f.tags:
+            tagged.append((f.tags[COLUMNS_TAG], f.tags.get(CURVE_TAG)))
+    return groups
+
+
+def _partition_entry(
+    cols: Sequence[str],
+    key: tuple[str | None, ...],
+    sizes: list[int],
+    tagged: list[Tagged],
+    min_size: int,
+    ac_min_size: int,
+) -> dict[str, Any]:
+    sizes = sorted(sizes)
+    return {
+        "partition": _label(cols, key),
+        "partitionValues": dict(zip(cols, key)),
+        "numFiles": len(sizes),
+        "sizeBytes": sum(sizes),
+        "minFileSize": sizes[0],
+        "maxFileSize": sizes[-1],
+        "avgFileSize": sum(sizes) / len(sizes),
+        "smallFiles": {
+            "optimize": sum(1 for s in sizes if s < min_size),
+            "autoCompact": sum(1 for s in sizes if s < ac_min_size),
+        },
+        "zOrder": _zorder_state(len(sizes), tagged),
+        "histogram": histogram(sizes),
     }
 
 
 def _layout(snapshot: Snapshot, min_size: int, ac_min_size: int) -> dict[str, Any]:
     """Everything about one snapshot that needs no planner: per partition files, sizes, small files, Z-order."""
-    from ..delta.snapshot import partition_key
-
     cols = snapshot.partition_columns
-    groups: dict[tuple[str | None, ...], list[Any]] = {}
-    for f in snapshot.files:
-        groups.setdefault(partition_key(f.partition_values, cols), []).append(f)
-    partitions = []
-    for key, files in sorted(groups.items(), key=lambda kv: tuple((v is None, v or "") for v in kv[0])):
-        sizes = sorted(f.size for f in files)
-        partitions.append(
-            {
-                "partition": _label(cols, key),
-                "partitionValues": dict(zip(cols, key)),
-                "numFiles": len(files),
-                "sizeBytes": sum(sizes),
-                "minFileSize": sizes[0],
-                "maxFileSize": sizes[-1],
-                "avgFileSize": sum(sizes) / len(sizes),
-                "smallFiles": {
-                    "optimize": sum(1 for s in sizes if s < min_size),
-                    "autoCompact": sum(1 for s in sizes if s < ac_min_size),
-                },
-                "zOrder": _zorder_state(files),
-                "histogram": histogram(sizes),
-            }
-        )
-    all_sizes = [f.size for f in snapshot.files]
+    groups = _groups(snapshot)
+    partitions = [
+        _partition_entry(cols, key, sizes, tagged, min_size, ac_min_size)
+        for key, (sizes, tagged) in sorted(groups.items(), key=lambda kv: tuple((v is None, v or "") for v in kv[0]))
+    ]
+    all_sizes = [s for sizes, _ in groups.values() for s in sizes]
     states = [p["zOrder"]["state"] for p in partitions]
     return {
         "table": snapshot.location,
@@ -405,7 +457,7 @@ def health_report(
     )
     snapshot = load_snapshot(table)
     layout = _layout(snapshot, th.optimize_min_file_size, th.auto_compact_min_file_size)
-    plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict()
+    plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict(include_paths=False)
     _add_rewrite_counts(layout, plan)
     auto = plan_auto_compact(
         snapshot,

@@ -132,13 +132,26 @@ class OptimizeConfig:
     #: ours (spark.dbt_delta_optimize.validateCommits): check planned actions before committing and
     #: the landed commit after (validate module); a failure before the commit writes nothing.
     validate_commits: bool = True
+    #: ours (spark.dbt_delta_optimize.maxDuration): wall-clock budget in seconds from the start of
+    #: the run; when it runs out no new bin starts, and what is done is committed. None: no budget.
+    max_duration: float | None = None
+    #: ours (spark.dbt_delta_optimize.maxFailedBins): bins that may fail (reported, the rest commit)
+    #: before the run fails; 0 keeps delta-spark's all-or-nothing.
+    max_failed_bins: int = 0
+    #: ours (spark.dbt_delta_optimize.order): which bins run first (matters with a budget or partial
+    #: commits): files-desc (most small files first), bytes-desc, partition, oldest-first.
+    order: str = "files-desc"
+    #: ours (spark.dbt_delta_optimize.commitEvery): commit finished bins every N bins (an integer)
+    #: or every T seconds ("30s", "5m"), so a long run keeps its work if it is killed. None: per batch.
+    commit_every_bins: int | None = None
+    commit_every_seconds: float | None = None
 
     @classmethod
     def resolve(cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None) -> OptimizeConfig:
         """Overrides > session conf > defaults, every value validated."""
         get_conf = get_conf or (lambda _k: None)
         overrides = dict(overrides or {})
-        unknown = set(overrides) - {f.name for f in fields(cls)}
+        unknown = set(overrides) - {f.name for f in fields(cls)} - {"commit_every"}
         if unknown:
             raise InvalidConfigError(
                 f"Unknown optimize setting(s): {', '.join(sorted(unknown))}. "
@@ -155,6 +168,8 @@ class OptimizeConfig:
             if raw is None:
                 continue
             values[name] = parse(raw, key=source)
+        if "commit_every" in values:
+            values["commit_every_bins"], values["commit_every_seconds"] = values.pop("commit_every")
         cfg = cls(**values)
         if cfg.max_file_size == 0:
             raise InvalidConfigError("max_file_size (optimize.maxFileSize) must be greater than 0.")
@@ -174,10 +189,50 @@ class OptimizeOptions:
     max_commit_attempts: int | None = None
     rewrite_engine: Literal["arrow", "spark"] | None = None
     validate_commits: bool | None = None
+    max_duration: float | str | None = None
+    max_failed_bins: int | None = None
+    order: Order | None = None
+    commit_every: int | str | None = None
 
     def overrides(self) -> dict[str, Any]:
         """The options that were set, by name (what ``OptimizeConfig.resolve`` takes)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+Order = Literal["files-desc", "bytes-desc", "partition", "oldest-first"]
+ORDERS: tuple[str, ...] = ("files-desc", "bytes-desc", "partition", "oldest-first")
+_DURATION_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any, *, key: str) -> float:
+    """Seconds from ``25s``, ``10m``, ``1h`` or a number of seconds (> 0, at most a week)."""
+    text = str(value).strip().lower()
+    unit = text.lstrip("0123456789.")
+    number = text[: len(text) - len(unit)] if unit else text
+    try:
+        if isinstance(value, bool) or unit.strip() not in ("", *_DURATION_UNITS):
+            raise ValueError
+        seconds = float(number) * _DURATION_UNITS.get(unit.strip(), 1.0)
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be a duration like 25s, 10m or 1h, got {value!r}.") from None
+    if not 0 < seconds <= 7 * 86400:
+        raise InvalidConfigError(f"{key} must be a duration between 1s and 7 days, got {value!r}.")
+    return seconds
+
+
+def _order(v: Any, *, key: str) -> str:
+    s = str(v).strip().lower()
+    if s not in ORDERS:
+        raise InvalidConfigError(f"{key} must be one of {', '.join(ORDERS)}, got {v!r}.")
+    return s
+
+
+def _commit_every(v: Any, *, key: str) -> tuple[int | None, float | None]:
+    """An integer is a number of bins; a duration (``30s``, ``5m``) a period. Bytes are ``batch_size``."""
+    text = str(v).strip()
+    if text.isdigit() and not isinstance(v, bool):
+        return _parse_int(text, key=key, minimum=1), None
+    return None, parse_duration(v, key=key)
 
 
 def _threads(v: Any, *, key: str) -> int:
@@ -205,6 +260,10 @@ _OPTIMIZE_KEYS: dict[str, tuple[str, Callable[..., Any]]] = {
     "max_commit_attempts": ("maxCommitAttempts", _attempts),
     "rewrite_engine": ("spark.dbt_delta_optimize.rewriteEngine", lambda v, *, key: _engine(v, key=key)),
     "validate_commits": ("spark.dbt_delta_optimize.validateCommits", parse_bool),
+    "max_duration": ("spark.dbt_delta_optimize.maxDuration", parse_duration),
+    "max_failed_bins": ("spark.dbt_delta_optimize.maxFailedBins", lambda v, *, key: _parse_int(v, key=key, minimum=0)),
+    "order": ("spark.dbt_delta_optimize.order", _order),
+    "commit_every": ("spark.dbt_delta_optimize.commitEvery", _commit_every),
 }
 
 

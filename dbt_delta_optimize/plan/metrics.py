@@ -122,6 +122,13 @@ class OptimizeMetrics:
     path: str = ""
     committed_versions: tuple[int, ...] = field(default=())
     partitions_skipped_already_clustered: int = 0
+    #: bins not run because the time budget ran out (or cancelled at its end), and their bytes
+    num_bins_left: int = 0
+    num_bytes_left: int = 0
+    #: bins that failed while the others committed (max_failed_bins), with their cause
+    failed_bins: tuple[Mapping[str, Any], ...] = field(default=())
+    #: bins left out because a concurrent commit removed or changed one of their files
+    dropped_bins: tuple[Mapping[str, Any], ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -130,7 +137,7 @@ class OptimizeMetrics:
             if hasattr(v, "to_dict"):
                 v = v.to_dict()
             elif isinstance(v, tuple):
-                v = list(v)
+                v = [dict(x) if isinstance(x, Mapping) else x for x in v]
             elif isinstance(v, Mapping):
                 v = dict(v)
             out[_camel(f.name)] = v

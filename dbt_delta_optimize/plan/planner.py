@@ -136,20 +136,15 @@ class OptimizePlan:
             out["bins"] = self.to_dict()["bins"]
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready description, every bin with its file paths."""
-        return {
-            **self._totals(),
-            "bins": [
-                {
-                    "partitionValues": dict(b.partition_values),
-                    "files": len(b.files),
-                    "bytes": b.size,
-                    "paths": b.paths,
-                }
-                for b in self.bins
-            ],
-        }
+    def to_dict(self, *, include_paths: bool = True) -> dict[str, Any]:
+        """A JSON-ready description, every bin (with its file paths unless ``include_paths`` is False)."""
+        bins = [
+            {"partitionValues": dict(b.partition_values), "files": len(b.files), "bytes": b.size} for b in self.bins
+        ]
+        if include_paths:
+            for entry, b in zip(bins, self.bins):
+                entry["paths"] = b.paths
+        return {**self._totals(), "bins": bins}
 
 
 def _partition_label(values: Mapping[str, str | None]) -> str:

@@ -1,0 +1,220 @@
+"""Beyond OPTIMIZE: a time budget, bins dropped (not the run) on concurrent DML, failure isolation, partial commits.
+
+Every test checks the rows with both engines (no loss, no resurrection) and the metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable, write_deltalake
+
+from dbt_delta_optimize.api import optimize
+from dbt_delta_optimize.cli.main import cli
+from dbt_delta_optimize.delta.debris import STAGING_DIR
+from dbt_delta_optimize.errors import InvalidConfigError
+from dbt_delta_optimize.plan.config import OptimizeConfig, parse_duration
+from dbt_delta_optimize.plan.ordering import order_bins
+from dbt_delta_optimize.plan.planner import Bin
+from tests.helpers import assert_same_rows, data_files, log_versions, rows_deltars, rows_spark
+
+
+def _table(path: str, partitions: int, files: int = 2) -> None:
+    """delta-rs table: ``files`` appends, each one small file in every partition."""
+    for f in range(files):
+        ids = [p * 1000 + f for p in range(partitions)]
+        write_deltalake(
+            path,
+            pa.table({"id": pa.array(ids, pa.int64()), "part": pa.array([p % partitions for p in range(partitions)])}),
+            partition_by=["part"],
+            mode="append",
+        )
+
+
+def _files_per_partition(path: str) -> Counter:
+    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    return Counter(actions.column("partition.part").to_pylist())
+
+
+def _optimize_commits(path: str) -> list[dict]:
+    return [h for h in DeltaTable(path).history() if h["operation"] == "OPTIMIZE"]
+
+
+# --------------------------------------------------------------------------- pure parts
+@pytest.mark.parametrize("text,seconds", [("25s", 25), ("10m", 600), ("1h", 3600), ("1.5", 1.5), (90, 90)])
+def test_durations(text, seconds):
+    assert parse_duration(text, key="max_duration") == seconds
+
+
+@pytest.mark.parametrize("bad", ["", "soon", "-5s", "0", "10d", "8000000", True])
+def test_bad_durations_name_the_key(bad):
+    with pytest.raises(InvalidConfigError, match="max_duration"):
+        parse_duration(bad, key="max_duration")
+
+
+def test_commit_every_is_bins_or_a_period():
+    assert OptimizeConfig.resolve(None, {"commit_every": 20}).commit_every_bins == 20
+    assert OptimizeConfig.resolve(None, {"commit_every": "5m"}).commit_every_seconds == 300
+    with pytest.raises(InvalidConfigError, match="commit_every"):
+        OptimizeConfig.resolve(None, {"commit_every": "often"})
+
+
+def test_bin_orders():
+    from dbt_delta_optimize.delta.actions import AddFile
+
+    def add(name: str, size: int, mtime: int) -> AddFile:
+        return AddFile(path=name, partition_values={}, size=size, modification_time=mtime, data_change=True)
+
+    a = Bin({"p": "b"}, (add("a1", 10, 5), add("a2", 10, 6)))
+    b = Bin({"p": "a"}, (add("b1", 100, 9), add("b2", 1, 9), add("b3", 1, 9)))
+    c = Bin({"p": None}, (add("c1", 500, 1), add("c2", 1, 2)))
+    assert order_bins([a, b, c], "files-desc") == [b, a, c]
+    assert order_bins([a, b, c], "bytes-desc") == [c, b, a]
+    assert order_bins([a, b, c], "partition") == [b, a, c]
+    assert order_bins([a, b, c], "oldest-first") == [c, a, b]
+
+
+# --------------------------------------------------------------------------- Spark
+def test_budget_commits_what_is_done_and_the_next_run_finishes(spark, tmp_path):
+    """The budget runs out after the first bin (its progress callback is slow): one bin commits, exit 0."""
+    p = str(tmp_path / "t")
+    _table(p, partitions=6)
+    before = rows_deltars(p)
+
+    def slow(done, *_):
+        if done == 1:
+            time.sleep(3)
+
+    m = optimize(spark, p, max_threads=1, max_duration="2s", progress=slow)
+    assert len(m.committed_versions) == 1 and m.num_bins == 1 and m.num_files_removed == 2
+    assert m.num_bins_left == 5 and m.num_bytes_left > 0 and m.failed_bins == () and m.dropped_bins == ()
+    assert sorted(_files_per_partition(p).values()) == [1, 2, 2, 2, 2, 2]
+    assert_same_rows(spark, p, before)
+    rest = optimize(spark, p)  # plans only what is still small
+    assert rest.num_bins == 5 and rest.num_bins_left == 0
+    assert set(_files_per_partition(p).values()) == {1}
+    assert_same_rows(spark, p, before)
+    assert not os.path.exists(os.path.join(p, STAGING_DIR))
+
+
+def test_cli_budget_line_and_json(spark, tmp_path):
+    p = str(tmp_path / "t")
+    _table(p, partitions=3)
+    res = CliRunner().invoke(cli, ["optimize", p, "--max-duration", "0.001", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["numBinsLeft"] == 3 and out["committedVersions"] == [] and out["numFilesRemoved"] == 0
+    res = CliRunner().invoke(cli, ["optimize", p, "--max-duration", "soon"])
+    assert res.exit_code == 2 and "max_duration" in res.stderr and "25s" in res.stderr
+
+
+def test_concurrent_deltalake_delete_drops_only_its_partitions(spark, tmp_path):
+    """A delta-rs DELETE in partitions 0 and 11 lands while optimize rewrites 12: the other 10 commit after it."""
+    p = str(tmp_path / "t")
+    _table(p, partitions=12)
+    v0 = log_versions(p)[-1]
+
+    def delete(done, total, *_):
+        if done == total:
+            DeltaTable(p).delete("part = 0 OR part = 11")
+
+    m = optimize(spark, p, max_threads=1, progress=delete)
+    (ours,) = m.committed_versions
+    assert ours == v0 + 2 and DeltaTable(p).history(2)[1]["operation"] == "DELETE"
+    assert sorted(d["partition"]["part"] for d in m.dropped_bins) == ["0", "11"]
+    assert all(d["winningVersion"] == v0 + 1 for d in m.dropped_bins)
+    assert m.num_bins == 10 and _files_per_partition(p) == Counter({k: 1 for k in range(1, 11)})
+    expected = [r for r in rows_deltars(p) if r[1] not in (0, 11)]  # after the DELETE
+    assert len(expected) == 20
+    assert rows_deltars(p) == expected and rows_spark(spark, p) == expected
+    assert _strays(p) == set(), "the dropped bins' files are deleted"
+
+
+def _live(p: str) -> set[str]:
+    return set(pa.table(DeltaTable(p).get_add_actions(flatten=True)).column("path").to_pylist())
+
+
+def _rows_without(spark, p: str, part: int) -> tuple[list[tuple], list[tuple]]:
+    """Rows outside one partition, read by both engines with partition pruning (its file is unreadable)."""
+    t = DeltaTable(p).to_pyarrow_table(partitions=[("part", "!=", str(part))])
+    rs = sorted(zip(t.column("id").to_pylist(), t.column("part").to_pylist()))
+    sp = sorted((r["id"], r["part"]) for r in spark.read.format("delta").load(p).where(f"part != {part}").collect())
+    return rs, sp
+
+
+def test_a_corrupt_file_fails_its_bin_and_the_others_commit(spark, tmp_path):
+    p = str(tmp_path / "t")
+    _table(p, partitions=4)
+    intact = sorted((r[0], r[1]) for r in rows_deltars(p, ["id", "part"]) if r[1] != 2)
+    victim = sorted(f for f in _live(p) if f.startswith("part=2/"))[0]
+    with open(os.path.join(p, victim), "r+b") as fh:
+        fh.write(b"garbage!")
+    res = CliRunner().invoke(cli, ["optimize", p, "--max-failed-bins", "1", "--max-threads", "1", "--json"])
+    assert res.exit_code == 1, res.output
+    out = json.loads(res.stdout)
+    (failed,) = out["failedBins"]
+    assert failed["partition"] == {"part": "2"} and "DataFileError" in failed["error"] and victim in failed["error"]
+    assert out["numBins"] == 3 and len(out["committedVersions"]) == 1
+    assert _files_per_partition(p) == Counter({0: 1, 1: 1, 2: 2, 3: 1})
+    assert _rows_without(spark, p, 2) == (intact, intact)
+    assert _strays(p) == set()
+    res = CliRunner().invoke(cli, ["optimize", p, "--max-threads", "1"])  # default: all or nothing
+    assert res.exit_code == 1 and victim in res.stderr and "Traceback" not in res.stderr
+    assert len(_optimize_commits(p)) == 1
+
+
+KILLED_BETWEEN_COMMITS = """
+import os, signal, sys
+import dbt_delta_optimize.engine.executor as ex
+
+real = ex.commit_batch
+calls = []
+
+def commit_then_die(*args, **kwargs):
+    if calls:
+        os.kill(os.getpid(), signal.SIGKILL)  # the second partial commit never happens
+    calls.append(1)
+    return real(*args, **kwargs)
+
+ex.commit_batch = commit_then_die
+from dbt_delta_optimize.api import optimize
+optimize(None, sys.argv[1], max_threads=1, commit_every=1)
+"""
+
+
+def test_killed_between_partial_commits_keeps_the_first_and_a_rerun_finishes(spark, tmp_path):
+    p = str(tmp_path / "t")
+    _table(p, partitions=3)
+    before = rows_deltars(p)
+    env = {**os.environ, "DBT_DELTA_OPTIMIZE_HOME": str(tmp_path / "home")}
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_BETWEEN_COMMITS, p], env=env, capture_output=True, timeout=600
+    )
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    assert len(_optimize_commits(p)) == 1 and sorted(_files_per_partition(p).values()) == [1, 2, 2]
+    assert rows_deltars(p) == before and rows_spark(spark, p) == before
+    m = optimize(spark, p)
+    assert m.num_bins == 2 and set(_files_per_partition(p).values()) == {1}
+    assert rows_deltars(p) == before and rows_spark(spark, p) == before
+    assert _strays(p) == set()
+    assert not os.path.exists(os.path.join(p, STAGING_DIR))
+
+
+def _strays(p: str) -> set[str]:
+    """Parquet files on disk that no commit added and kept, nor removed (kept until VACUUM): debris."""
+    removed = set()
+    log = os.path.join(p, "_delta_log")
+    for name in os.listdir(log):
+        if name.endswith(".json"):
+            with open(os.path.join(log, name)) as fh:
+                removed |= {json.loads(line).get("remove", {}).get("path") for line in fh}
+    on_disk = {f for f in data_files(p) if f.endswith(".parquet")}
+    return on_disk - _live(p) - removed
