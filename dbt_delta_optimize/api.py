@@ -11,11 +11,12 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .delta.snapshot import Snapshot, load_snapshot
+from .delta.storage import storage_for, table_uri
 from .engine.executor import OptimizeExecutor, ProgressCallback
 from .errors import DeltaOptimizeError, InvalidArgumentError
 from .plan.autocompact import AutoCompactConfig, AutoCompactResult
@@ -88,6 +89,11 @@ class _Request:
     curve: Curve
     full: bool
     options: OptimizeOptions
+    storage_options: Mapping[str, str] | None = None
+
+    def snapshot(self, location: str) -> Snapshot:
+        """The table's snapshot through its storage (an object store gets ``storage_options``)."""
+        return load_snapshot(location, storage=storage_for(table_uri(location), self.storage_options))
 
 
 def _plan(snapshot: Snapshot, request: _Request, get_conf: ConfGetter, *, time_zone: str) -> OptimizePlan:
@@ -140,6 +146,7 @@ def optimize(
     full: bool = ...,
     dry_run: Literal[False] = ...,
     progress: ProgressCallback | None = ...,
+    storage_options: Mapping[str, str] | None = ...,
     options: OptimizeOptions | None = ...,
     min_file_size: int | str | None = ...,
     max_file_size: int | str | None = ...,
@@ -168,6 +175,7 @@ def optimize(
     full: bool = ...,
     dry_run: Literal[True],
     progress: ProgressCallback | None = ...,
+    storage_options: Mapping[str, str] | None = ...,
     options: OptimizeOptions | None = ...,
     min_file_size: int | str | None = ...,
     max_file_size: int | str | None = ...,
@@ -195,6 +203,7 @@ def optimize(
     full: bool = False,
     dry_run: bool = False,
     progress: ProgressCallback | None = None,
+    storage_options: Mapping[str, str] | None = None,
     options: OptimizeOptions | None = None,
     min_file_size: int | str | None = None,
     max_file_size: int | str | None = None,
@@ -220,6 +229,8 @@ def optimize(
         curve: ``"zorder"`` (delta-spark's) or ``"hilbert"`` (2-9 columns).
         full: re-cluster partitions whose files are already clustered by the same columns and curve.
         dry_run: return the OptimizePlan instead (same as ``plan_optimize``); nothing is written.
+        storage_options: object-store settings under deltalake's keys (``AWS_ENDPOINT_URL``,
+            ``AZURE_STORAGE_ACCOUNT_NAME`` ...); the cloud's environment variables fill in the rest.
         options: per-call settings as one value; the keyword settings below override its fields.
         min_file_size, max_file_size, max_threads, batch_size, max_deleted_rows_ratio,
             repartition_enabled, max_commit_attempts, rewrite_engine, validate_commits: per-call
@@ -240,7 +251,7 @@ def optimize(
     started = time.monotonic()  # a time budget counts from here
     where_list, columns = _check_args(table, where, zorder_by, curve)
     opts = _options(options, dict(locals_settings(locals())))
-    request = _Request(table, where_list, columns, curve, full, opts)
+    request = _Request(table, where_list, columns, curve, full, opts, storage_options)
     if dry_run:
         return _plan_request(spark, request)
     from .engine.session import get_spark
@@ -248,7 +259,7 @@ def optimize(
 
     location, session = _resolve_location(table, spark)
     engine = SparkEngine(get_spark(session))
-    snapshot = load_snapshot(location)
+    snapshot = request.snapshot(location)
     plan = _plan(snapshot, request, engine.conf_getter, time_zone=engine.time_zone)
     return OptimizeExecutor(engine, snapshot, plan, progress=progress, started=started).optimize()
 
@@ -263,7 +274,7 @@ def locals_settings(values: dict[str, Any]) -> dict[str, Any]:
 
 def _plan_request(spark: SparkSession | None, request: _Request) -> OptimizePlan:
     location, session = _resolve_location(request.table, spark)
-    snapshot = load_snapshot(location)
+    snapshot = request.snapshot(location)
     if session is not None:
         from .engine.spark_engine import SparkEngine
 
@@ -281,6 +292,7 @@ def plan_optimize(
     zorder_by: Sequence[str] | None = None,
     curve: Curve = "zorder",
     full: bool = False,
+    storage_options: Mapping[str, str] | None = None,
     options: OptimizeOptions | None = None,
     min_file_size: int | str | None = None,
     max_file_size: int | str | None = None,
@@ -303,7 +315,7 @@ def plan_optimize(
     """
     where_list, columns = _check_args(table, where, zorder_by, curve)
     opts = _options(options, locals_settings(locals()))
-    return _plan_request(spark, _Request(table, where_list, columns, curve, full, opts))
+    return _plan_request(spark, _Request(table, where_list, columns, curve, full, opts, storage_options))
 
 
 # ----------------------------------------------------------------------------- auto compaction

@@ -45,6 +45,10 @@ class InvalidPredicateError(InvalidArgumentError):
     """A WHERE predicate does not parse, or references something it may not."""
 
 
+class StorageAccessError(InvalidArgumentError):
+    """An object store refused or could not be reached: credentials, endpoint, network, or a missing capability."""
+
+
 class TableNotFoundError(DeltaOptimizeError):
     """The path or table name does not exist."""
 

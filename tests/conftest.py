@@ -25,3 +25,12 @@ def spark():
     yield session
     session.stop()
     shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A moto S3 server on 127.0.0.1 for the whole session (a real S3 API, not a mock of our calls)."""
+    from tests.servers import moto_s3
+
+    with moto_s3() as server:
+        yield server

@@ -179,3 +179,38 @@ def location(table: str) -> str:
     from ..engine.session import get_spark, is_path, resolve_table
 
     return table if is_path(table) else resolve_table(table, get_spark())
+
+
+def _parse_storage_options(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> None:
+    options: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item.split('=')[0]!r}=...", param=param)
+        options[key.strip()] = value
+    ctx.meta["storage_options"] = options
+
+
+def storage_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--storage-option KEY=VALUE`` (repeatable): object-store settings under deltalake's keys."""
+    return click.option(
+        "--storage-option",
+        "storage_option",
+        multiple=True,
+        expose_value=False,
+        callback=_parse_storage_options,
+        help="Object-store setting under deltalake's key, e.g. AWS_ENDPOINT_URL=http://... (repeatable).",
+    )(fn)
+
+
+def storage_options() -> dict[str, str]:
+    """The command's ``--storage-option`` settings (empty: the cloud's environment variables only)."""
+    return dict(click.get_current_context().meta.get("storage_options", {}))
+
+
+def table_storage(table: str) -> tuple[str, Any]:
+    """(location, storage) of a table argument, with the command's storage options."""
+    from ..delta.storage import storage_for, table_uri
+
+    loc = location(table)
+    return loc, storage_for(table_uri(loc), storage_options())

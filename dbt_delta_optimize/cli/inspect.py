@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import BoundaryCommand, location
+from .common import BoundaryCommand, location, storage_option, storage_options, table_storage
 from .common import size_option as _size
 from .format import echo_json, human_size, make_table, print_table
 
@@ -29,7 +29,8 @@ __all__ = ["health", "history", "info", "inspect_commands", "validate"]
 def _summary(table_name: str) -> dict[str, Any]:
     from ..delta.snapshot import load_snapshot, summarize
 
-    return summarize(load_snapshot(location(table_name)))
+    loc, storage = table_storage(table_name)
+    return summarize(load_snapshot(loc, storage=storage))
 
 
 def _protocol_text(p: dict[str, Any]) -> str:
@@ -60,6 +61,7 @@ def _print_info(s: dict[str, Any]) -> None:
 
 @click.command(cls=BoundaryCommand)
 @click.argument("table")
+@storage_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def info(table: str, as_json: bool) -> None:
     """Summarize TABLE's latest snapshot: version, protocol, partitions, files (no Spark for paths)."""
@@ -74,11 +76,13 @@ def info(table: str, as_json: bool) -> None:
 def _validate(table_name: str, version: int | None) -> ValidationReport:
     from ..inspect.validate import validate_commit
 
-    return validate_commit(location(table_name), version)
+    loc, storage = table_storage(table_name)
+    return validate_commit(loc, version, storage=storage)
 
 
 @click.command(cls=BoundaryCommand)
 @click.argument("table")
+@storage_option
 @click.option("--version", "version", type=click.IntRange(min=0), help="Commit to check (default: the latest).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def validate(table: str, version: int | None, as_json: bool) -> None:
@@ -95,7 +99,12 @@ def validate(table: str, version: int | None, as_json: bool) -> None:
 def _health(table_name: str, compare_version: int | None, min_file_size: int | None) -> HealthReport:
     from ..inspect.health import health_report
 
-    return health_report(location(table_name), compare_version=compare_version, min_file_size=min_file_size)
+    return health_report(
+        location(table_name),
+        compare_version=compare_version,
+        min_file_size=min_file_size,
+        storage_options=storage_options(),
+    )
 
 
 def _write_html(report: HealthReport, path: str) -> None:
@@ -149,6 +158,7 @@ def _print_health(report: dict[str, Any]) -> None:
 
 @click.command(cls=BoundaryCommand)
 @click.argument("table")
+@storage_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--html", "html_path", type=click.Path(dir_okay=False, writable=True), help="Also write an HTML page here."
@@ -176,7 +186,8 @@ def health(
 def _history(table_name: str, limit: int) -> list[dict[str, Any]]:
     from ..inspect.history import history as load_history
 
-    return load_history(location(table_name), limit)
+    loc, storage = table_storage(table_name)
+    return load_history(loc, limit, storage=storage)
 
 
 def _details(e: dict[str, Any]) -> str:
@@ -206,6 +217,7 @@ def _history_row(e: dict[str, Any]) -> list[str]:
 
 @click.command(cls=BoundaryCommand)
 @click.argument("table")
+@storage_option
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Number of commits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
 def history(table: str, limit: int, as_json: bool) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
-from .common import BoundaryCommand
+from .common import BoundaryCommand, storage_option, storage_options
 from .common import size_option as _size
 from .format import console, echo_json, human_size, make_table, partition_label, print_table
 from .progress import OptimizeProgress
@@ -38,7 +38,16 @@ def _plan(
     """The dry run: the API's plan, from the log alone for a path (no Spark)."""
     from ..api import plan_optimize
 
-    return plan_optimize(None, table, where=where, zorder_by=zorder_by, curve=curve, full=full, options=options)
+    return plan_optimize(
+        None,
+        table,
+        where=where,
+        zorder_by=zorder_by,
+        curve=curve,
+        full=full,
+        options=options,
+        storage_options=storage_options(),
+    )
 
 
 def _optimize(
@@ -54,7 +63,15 @@ def _optimize(
     from ..api import optimize as run
 
     return run(
-        None, table, where=where, zorder_by=zorder_by, curve=curve, full=full, options=options, progress=progress
+        None,
+        table,
+        where=where,
+        zorder_by=zorder_by,
+        curve=curve,
+        full=full,
+        options=options,
+        progress=progress,
+        storage_options=storage_options(),
     )
 
 
@@ -106,6 +123,7 @@ def _options(**values: Any) -> OptimizeOptions:
 
 @click.command(cls=BoundaryCommand)
 @click.argument("table")
+@storage_option
 @click.option("--where", "where", multiple=True, help="Partition predicate (Spark SQL); repeat to AND several.")
 @click.option("--min-file-size", callback=_size, help="Files smaller than this are compacted (e.g. 128m, 1g).")
 @click.option("--max-file-size", callback=_size, help="Target (maximum) size of a compacted file.")

@@ -56,6 +56,10 @@ class Storage(TypingProtocol):
 
     def read_bytes(self, path: str) -> bytes: ...
 
+    def put_file(self, path: str, local: str) -> None:
+        """Store the local file ``local`` at ``path`` (overwriting): how a rewritten data file gets there."""
+        ...
+
     def open_input(self, path: str) -> BinaryIO:
         """A seekable binary reader (what pyarrow's Parquet reader takes)."""
         ...
@@ -121,6 +125,10 @@ class LocalStorage:
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as fh:
             return fh.read()
+
+    def put_file(self, path: str, local: str) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        shutil.copyfile(local, path)
 
     def open_input(self, path: str) -> BinaryIO:
         return open(path, "rb")
@@ -192,11 +200,15 @@ def table_uri(location: str) -> str:
 
 
 def storage_for(location: str, options: Mapping[str, str] | None = None) -> Storage:
-    """The storage backend for a location (local paths and ``file:`` URIs today)."""
+    """The storage backend for a location: a local path or ``file:`` URI, or an object-store URL."""
+    from .object_store import SCHEMES, ObjectStorage
+
     scheme = _scheme(location)
-    if scheme:
+    if not scheme:
+        return LocalStorage(dict(options or {}))
+    if scheme not in SCHEMES:
         raise InvalidArgumentError(
-            f"Storage scheme '{scheme}://' is not supported yet (only local paths and file: URIs). "
-            "Run against a local or mounted path."
+            f"Storage scheme '{scheme}://' is not supported. Use a local path, or s3:// (s3a://), "
+            "abfss:// (abfs://, az://) or gs://."
         )
-    return LocalStorage(dict(options or {}))
+    return ObjectStorage(location.rstrip("/"), dict(options or {}))

@@ -7,17 +7,18 @@ from its own Parquet footer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import AddFile, RemoveFile
 from ..delta.debris import RunJournal
 from ..delta.snapshot import Snapshot
-from ..delta.storage import join
+from ..delta.storage import LocalStorage, join
 from ..plan.planner import Bin, OptimizePlan
 from .layout import new_file_location
 from .spark_engine import SparkEngine
@@ -69,26 +70,53 @@ class BinRewriter:
 
         snap = self.snapshot
         info = snap.storage.stat(dest)
+        local = isinstance(snap.storage, LocalStorage)
+        with contextlib.nullcontext(dest) if local else snap.storage.open_input(dest) as source:
+            stats = stats_from_file(
+                source,
+                snap.schema,
+                snap.partition_columns,
+                snap.configuration,
+                protocol=snap.protocol,
+                session_time_zone=self.engine.time_zone,
+            )
         return AddFile(
             path=log_path,
             partition_values=dict(b.partition_values),
             size=info.size,
             modification_time=info.modification_time_ms,
             data_change=False,
-            stats=stats_from_file(
-                dest,
-                snap.schema,
-                snap.partition_columns,
-                snap.configuration,
-                protocol=snap.protocol,
-                session_time_zone=self.engine.time_zone,
-            ),
+            stats=stats,
             tags=tags or {},
         )
 
     # ------------------------------------------------------------------ the three ways
+    @property
+    def _store(self) -> dict[str, Any] | None:
+        """The object store's root and options for code in Spark tasks; None for a local table."""
+        storage = self.snapshot.storage
+        if isinstance(storage, LocalStorage):
+            return None
+        from ..delta.object_store import task_options
+
+        return {"base": self.snapshot.location, "options": task_options(self.snapshot.location, storage.options)}
+
     def _input_df(self, b: Bin) -> DataFrame:
-        return self.engine.read_parquet([self.snapshot.file_path(f.path) for f in b.files], self.snapshot.data_fields)
+        paths = [self.snapshot.file_path(f.path) for f in b.files]
+        if self._store is not None:
+            from .store_io import read_store_files
+
+            return read_store_files(self.engine, paths, self.snapshot.data_fields, self._store)
+        return self.engine.read_parquet(paths, self.snapshot.data_fields)
+
+    def _write(self, df: DataFrame, staging: str) -> None:
+        """Each partition of ``df`` into one file under ``staging``: Spark's writer, or Arrow in tasks on a store."""
+        if self._store is not None:
+            from .store_io import write_store_files
+
+            write_store_files(df, staging, self._store, self.engine.parquet_codec)
+            return
+        df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
 
     def _arrow(self, b: Bin) -> tuple[AddFile, ...] | None:
         """One Spark task streams the bin through Arrow into its final place; None means use Spark instead."""
@@ -99,12 +127,14 @@ class BinRewriter:
             return None
         suffix = "" if codec in ("none", "uncompressed") else f".{codec}"
         dest, log_path = self._place(b, f"part-00000-{uuid.uuid4()}.c000{suffix}.parquet")
-        spec = {
+        spec: dict[str, Any] = {
             "inputs": [self.snapshot.file_path(f.path) for f in b.files],
             "output": dest,
             "fields": self.snapshot.data_fields,
             "compression": codec,
         }
+        if self._store is not None:
+            spec["store"] = self._store
         try:
             result = self.engine.run_task(rewrite_bin_task, spec)
         except Exception as exc:
@@ -128,14 +158,14 @@ class BinRewriter:
         total_rows = sum(c for c in counts if c is not None) if all(c is not None for c in counts) else None
         df = cluster(self.engine.spark, self._input_df(b), approx, spec, total_rows)
         with self.engine.jit_sized_codegen():
-            df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
+            self._write(df, staging)
         return self._collect_staged(b, staging, tags=spec.tags())
 
     def _spark(self, b: Bin, staging: str) -> tuple[AddFile, ...]:
         """delta-spark's way: read the bin as a DataFrame, coalesce(1) (or repartition(1)), write."""
         df = self._input_df(b)
         df = df.repartition(1) if self.plan.config.repartition_enabled else df.coalesce(1)
-        df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
+        self._write(df, staging)
         return self._collect_staged(b, staging)
 
     def _collect_staged(self, b: Bin, staging: str, tags: Mapping[str, str] | None = None) -> tuple[AddFile, ...]:

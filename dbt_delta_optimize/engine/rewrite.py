@@ -11,7 +11,7 @@ cannot represent faithfully (legacy-calendar files, unconvertible schemas) raise
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["NeedsSparkRewrite", "arrow_schema", "rewrite_bin_task", "rewrite_files"]
@@ -104,8 +104,12 @@ def rewrite_files(
     *,
     compression: str = "snappy",
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    opener: Callable[[str], Any] | None = None,
 ) -> int:
-    """Stream ``inputs`` into one Parquet file at ``output``; returns the number of rows written."""
+    """Stream ``inputs`` (opened by ``opener``, else as local files) into one local Parquet file at ``output``.
+
+    Returns the number of rows written.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -125,7 +129,7 @@ def rewrite_files(
     )
     try:
         for path in inputs:
-            pf = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+            pf = pq.ParquetFile(path if opener is None else opener(path), coerce_int96_timestamp_unit="us")
             meta = pf.metadata.metadata or {}
             if any(k in meta for k in _LEGACY_KEYS):
                 raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
@@ -153,15 +157,37 @@ def rewrite_files(
 
 
 def rewrite_bin_task(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Body of the Spark task for one bin (runs on an executor; arguments and result are plain data)."""
+    """Body of the Spark task for one bin (runs on an executor; arguments and result are plain data).
+
+    On an object store (``spec["store"]``: the table root and its storage options) the inputs are
+    read through the store and the output is written to a local temporary file, then uploaded.
+    """
+    store = spec.get("store")
+    if store is None:
+        return _rewrite(spec, spec["output"], None)
+    import tempfile
+
+    from ..delta.storage import storage_for
+
+    storage = storage_for(store["base"], store["options"])
+    with tempfile.TemporaryDirectory(prefix="ddo-bin-") as tmp:
+        local = os.path.join(tmp, "part.parquet")
+        result = _rewrite(spec, local, storage.open_input)
+        if "fallback" not in result:
+            storage.put_file(spec["output"], local)
+    return result
+
+
+def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] | None) -> dict[str, Any]:
     try:
         rows = rewrite_files(
             spec["inputs"],
-            spec["output"],
+            output,
             spec["fields"],
             compression=spec.get("compression", "snappy"),
             row_group_bytes=spec.get("row_group_bytes", DEFAULT_ROW_GROUP_BYTES),
+            opener=opener,
         )
     except NeedsSparkRewrite as exc:
         return {"fallback": str(exc)}
-    return {"rows": rows, "size": os.stat(spec["output"]).st_size}
+    return {"rows": rows, "size": os.stat(output).st_size}

@@ -433,6 +433,7 @@ def health_report(
     auto_compact_min_file_size: int | str | None = None,
     auto_compact_max_file_size: int | str | None = None,
     auto_compact_min_num_files: int | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> HealthReport:
     """Health of ``table`` at its latest version (optionally with ``compare_version`` as "before").
 
@@ -455,7 +456,9 @@ def health_report(
         auto_compact_max_file_size=auto_compact_max_file_size,
         auto_compact_min_num_files=auto_compact_min_num_files,
     )
-    snapshot = load_snapshot(table)
+    from ..delta.storage import storage_for, table_uri
+
+    snapshot = load_snapshot(table, storage=storage_for(table_uri(table), storage_options))
     layout = _layout(snapshot, th.optimize_min_file_size, th.auto_compact_min_file_size)
     plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict(include_paths=False)
     _add_rewrite_counts(layout, plan)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..delta.stats_schema import (
     DEFAULT_NUM_INDEXED_COLS,
@@ -141,7 +141,7 @@ def _render(
 
 def _stats(
     metadata: pq.FileMetaData,
-    path: str | None,
+    path: str | BinaryIO | None,
     schema: Mapping[str, Any],
     partition_columns: Sequence[str],
     configuration: Mapping[str, str],
@@ -189,7 +189,7 @@ def stats_from_parquet(
 
 
 def stats_from_file(
-    path: str,
+    path: str | BinaryIO,
     schema: Mapping[str, Any],
     partition_columns: Sequence[str],
     configuration: Mapping[str, str],
@@ -199,8 +199,9 @@ def stats_from_file(
     string_prefix_length: int | None = None,
     read_data: bool = True,
 ) -> str:
-    """Stats JSON for a local Parquet file: its footer, plus (``read_data``) the data of only those
-    columns the footer cannot answer for (INT96 timestamps, oversized strings, null arrays/maps)."""
+    """Stats JSON for a Parquet file (a local path or an open binary file): its footer, plus (``read_data``)
+    the data of only those columns the footer cannot answer for (INT96 timestamps, oversized strings, null
+    arrays/maps)."""
     import pyarrow.parquet as pq
 
     metadata = pq.read_metadata(path)

@@ -401,7 +401,7 @@ def _data_min_max(values: Any, t: str) -> tuple[Any, Any]:
     return mm["min"].as_py(), mm["max"].as_py()
 
 
-def _fill_from_data(path: str, metadata: pq.FileMetaData, leaves: list[_LeafStats]) -> None:
+def _fill_from_data(path: Any, metadata: pq.FileMetaData, leaves: list[_LeafStats]) -> None:
     """Read only the columns the footer could not answer for, and compute what delta-spark would."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -1,0 +1,365 @@
+"""Object stores (S3, Azure Blob / ADLS Gen2, GCS) behind the Storage interface, on obstore.
+
+obstore binds the Rust ``object_store`` crate, the one deltalake itself uses, so both libraries see
+a store the same way. Commits use put-if-absent (``PutMode.Create``: S3 ``If-None-Match: *``,
+Azure and GCS preconditions); a store that cannot do it refuses, it never overwrites.
+
+Options use deltalake's key names (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``,
+``AZURE_STORAGE_ACCOUNT_NAME`` ...), so one mapping serves both libraries; anything not given
+comes from the cloud's standard environment variables and credential chain. Requests have bounded
+timeouts and retries: a wrong endpoint fails in seconds, not minutes. Secrets never reach a message.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, BinaryIO
+from urllib.parse import urlparse
+
+from ..errors import InvalidArgumentError, StorageAccessError, TableNotFoundError
+from .storage import FileInfo
+
+__all__ = ["SCHEMES", "ObjectStorage", "redact", "store_options", "task_options"]
+
+#: URL scheme -> the cloud it names (``s3a`` and ``abfss`` as Spark writes them).
+SCHEMES = {
+    "s3": "aws",
+    "s3a": "aws",
+    "az": "azure",
+    "azure": "azure",
+    "abfs": "azure",
+    "abfss": "azure",
+    "gs": "gcp",
+}
+_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
+#: deltalake-only keys (locking, commit coordination): meaningful to deltalake, unknown to obstore.
+_SECRET_WORDS = ("secret", "token", "key", "sas", "password", "signature", "credential")
+_TIMEOUTS = {"timeout": "30s", "connect_timeout": "5s"}
+
+
+def redact(text: str, options: Mapping[str, str]) -> str:
+    """``text`` with the value of every secret-looking option replaced by ``***``."""
+    for key, value in options.items():
+        if value and len(str(value)) >= 4 and any(w in key.lower() for w in _SECRET_WORDS):
+            text = text.replace(str(value), "***")
+    return text
+
+
+#: obstore's store settings per cloud (its S3Config, AzureConfig and GCSConfig): anything else in the
+#: environment or the options (AWS_CA_BUNDLE, AWS_PROFILE, deltalake's locking keys) is not passed, since
+#: obstore refuses an unknown key.
+_KNOWN = {
+    "aws": frozenset(
+        [
+            "access_key_id",
+            "bucket",
+            "checksum_algorithm",
+            "container_credentials_relative_uri",
+            "container_credentials_full_uri",
+            "container_authorization_token_file",
+            "copy_if_not_exists",
+            "default_region",
+            "disable_tagging",
+            "disable_bulk_delete",
+            "endpoint",
+            "metadata_endpoint",
+            "region",
+            "request_payer",
+            "role_arn",
+            "role_session_name",
+            "secret_access_key",
+            "server_side_encryption",
+            "session_token",
+            "skip_signature",
+            "sse_bucket_key_enabled",
+            "sse_kms_key_id",
+            "sts_endpoint",
+            "unsigned_payload",
+            "virtual_hosted_style_request",
+            "web_identity_token_file",
+        ]
+    ),
+    "azure": frozenset(
+        [
+            "account_name",
+            "account_key",
+            "client_id",
+            "client_secret",
+            "tenant_id",
+            "authority_host",
+            "sas_key",
+            "token",
+            "use_emulator",
+            "use_fabric_endpoint",
+            "endpoint",
+            "msi_endpoint",
+            "object_id",
+            "msi_resource_id",
+            "federated_token_file",
+            "use_azure_cli",
+            "skip_signature",
+            "container_name",
+            "disable_tagging",
+        ]
+    ),
+    "gcp": frozenset(
+        ["service_account", "service_account_key", "base_url", "bearer_token", "bucket", "application_credentials"]
+    ),
+}
+_ALIASES = {"endpoint_url": "endpoint", "storage_account_name": "account_name", "storage_account_key": "account_key"}
+
+
+def _config_key(key: str, cloud: str) -> str | None:
+    """obstore's name for a deltalake option key of ``cloud``; None when it is not a store setting."""
+    prefix = {"aws": "aws_", "azure": "azure_", "gcp": "google_"}[cloud]
+    k = key.lower()
+    if not k.startswith(prefix):
+        return None
+    short = k.removeprefix(prefix)
+    short = _ALIASES.get(short, short.removeprefix("storage_") if cloud == "azure" else short)
+    return prefix + short if short in _KNOWN[cloud] else None
+
+
+def store_options(cloud: str, options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """(store config, client options) for obstore from deltalake-style ``options``."""
+    config: dict[str, str] = {}
+    client: dict[str, Any] = dict(_TIMEOUTS)
+    # Client options given here replace obstore's own reading of the environment: keep the cloud's flag.
+    env_prefix = {"aws": "AWS_", "azure": "AZURE_", "gcp": "GOOGLE_"}[cloud]
+    allow = os.environ.get(env_prefix + "ALLOW_HTTP", os.environ.get("ALLOW_HTTP"))
+    if allow is not None:
+        client["allow_http"] = allow.strip().lower() in ("true", "1")
+    for key, value in options.items():
+        k = key.lower()
+        short = k.split("_", 1)[1] if k.startswith(("aws_", "azure_", "google_")) else k
+        if short in _CLIENT_KEYS:
+            client[short] = str(value).lower() in ("true", "1") if short.startswith("allow") else value
+            continue
+        name = _config_key(k, cloud)
+        if name is not None:
+            config[name] = str(value)
+    return config, client
+
+
+def task_options(base: str, options: Mapping[str, str]) -> dict[str, str]:
+    """The options code in a Spark task needs to open ``base``: the cloud's environment variables of
+    this process (executors do not inherit them) under the explicit ``options``."""
+    cloud = SCHEMES.get(urlparse(base).scheme)
+    if cloud is None:
+        return dict(options)
+    prefix = {"aws": "AWS_", "azure": "AZURE_", "gcp": "GOOGLE_"}[cloud]
+    from_env = {k: v for k, v in os.environ.items() if k.startswith(prefix)}
+    return {**from_env, **options}
+
+
+class _Reader(io.RawIOBase):
+    """An obstore ReadableFile as a seekable binary file (pyarrow's Parquet reader wants one)."""
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = bytes(self._reader.read(len(buffer)))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self._reader.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._reader.tell())
+
+    def close(self) -> None:
+        self._reader.close()
+        super().close()
+
+
+@dataclass(frozen=True)
+class ObjectStorage:
+    """One bucket (S3, GCS) or container (Azure); paths are full URLs inside it."""
+
+    base: str  #: scheme://bucket[/...]: any URL of the store, normally the table root
+    _options: Mapping[str, str] = field(default_factory=dict)
+    _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        return self._options
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def _bucket_url(self) -> str:
+        u = urlparse(self.base)
+        if SCHEMES.get(u.scheme) == "azure" and "@" in u.netloc:  # abfss://container@account.dfs.core.windows.net
+            return f"{u.scheme}://{u.netloc}"
+        return f"{u.scheme}://{u.netloc}"
+
+    @property
+    def _store(self) -> Any:
+        if "store" not in self._cache:
+            self._cache["store"] = self._build()
+        return self._cache["store"]
+
+    def _build(self) -> Any:
+        from obstore import store
+
+        from_url: Any = store.from_url  # typed per cloud by overloads; the settings are checked by obstore
+        cloud = SCHEMES[urlparse(self.base).scheme]
+        config, client = store_options(cloud, self._options)
+        url = self._bucket_url.replace("s3a://", "s3://", 1)
+        retry = {"max_retries": 3, "retry_timeout": timedelta(seconds=20)}
+        try:
+            return from_url(url, config=config or None, client_options=client, retry_config=retry)
+        except BaseException as exc:  # obstore panics (PanicException) on some malformed settings
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            raise InvalidArgumentError(
+                f"Cannot open the object store of '{self.base}': {redact(str(exc).splitlines()[0], self._options)}. "
+                "Check the URL and the storage options."
+            ) from None
+
+    def key(self, path: str) -> str:
+        """The object key of a full URL (relative to the bucket or container)."""
+        prefix = self._bucket_url.rstrip("/") + "/"
+        if not path.startswith(prefix):
+            if path.rstrip("/") == self._bucket_url.rstrip("/"):
+                return ""
+            raise InvalidArgumentError(f"'{path}' is not in the store of '{self.base}'.")
+        return path[len(prefix) :]
+
+    def _fail(self, exc: Exception, path: str) -> Exception:
+        """Our typed error for an obstore failure (FileNotFoundError for a missing object)."""
+        from obstore.exceptions import NotFoundError, PermissionDeniedError, UnauthenticatedError
+
+        text = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self._options)
+        if isinstance(exc, (NotFoundError, FileNotFoundError)):  # obstore raises the builtin for a missing object
+            return FileNotFoundError(path)
+        if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or "403" in text or "Forbidden" in text:
+            return StorageAccessError(
+                f"Access to '{path}' was denied ({text}). Check the credentials (environment variables or "
+                "--storage-option) and that they may read and write this location."
+            )
+        if "NoSuchBucket" in str(exc) or "ContainerNotFound" in str(exc) or "bucket does not exist" in str(exc):
+            return TableNotFoundError(
+                f"The bucket or container of '{path}' does not exist. Check the table location ({self._bucket_url})."
+            )
+        return StorageAccessError(
+            f"The object store at '{self._bucket_url}' could not be reached or refused the request for '{path}' "
+            f"({text}). Check the endpoint, the network and the storage options."
+        )
+
+    def _call(self, path: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self._store, *args, **kwargs)
+        except (InvalidArgumentError, TableNotFoundError):
+            raise
+        except Exception as exc:
+            raise self._fail(exc, path) from None
+
+    # ------------------------------------------------------------------ Storage
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, NotSupportedError, PreconditionError
+
+        try:
+            obstore.put(self._store, self.key(path), data, mode="create")
+            return True
+        except (AlreadyExistsError, PreconditionError):
+            return False
+        except NotSupportedError as exc:
+            raise StorageAccessError(
+                f"The store of '{path}' cannot write a file only if it is absent ({exc}); committing there could "
+                "overwrite another writer's commit, so nothing was written."
+            ) from None
+        except Exception as exc:
+            raise self._fail(exc, path) from None
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        import obstore
+
+        self._call(path, obstore.put, self.key(path), data)
+
+    def put_file(self, path: str, local: str) -> None:
+        """Upload a local file (multipart when large)."""
+        import obstore
+
+        with open(local, "rb") as fh:
+            self._call(path, obstore.put, self.key(path), fh)
+
+    def read_bytes(self, path: str) -> bytes:
+        import obstore
+
+        return bytes(self._call(path, obstore.get, self.key(path)).bytes())
+
+    def open_input(self, path: str) -> BinaryIO:
+        import obstore
+
+        reader = self._call(path, obstore.open_reader, self.key(path))
+        return io.BufferedReader(_Reader(reader), buffer_size=1 << 20)
+
+    def exists(self, path: str) -> bool:
+        import obstore
+
+        key = self.key(path)
+        if key:
+            try:
+                obstore.head(self._store, key)
+                return True
+            except Exception as exc:
+                if not isinstance(self._fail(exc, path), FileNotFoundError):
+                    raise self._fail(exc, path) from None
+        listing = self._call(path, obstore.list_with_delimiter, (key.rstrip("/") + "/") if key else None)
+        return bool(listing["objects"] or listing["common_prefixes"])
+
+    def stat(self, path: str) -> FileInfo:
+        import obstore
+
+        meta = self._call(path, obstore.head, self.key(path))
+        return FileInfo(int(meta["size"]), int(meta["last_modified"].timestamp() * 1000))
+
+    def list_dir(self, path: str) -> Iterator[str]:
+        import obstore
+
+        key = self.key(path).rstrip("/")
+        listing = self._call(path, obstore.list_with_delimiter, (key + "/") if key else None)
+        names = {o["path"].rsplit("/", 1)[-1] for o in listing["objects"]}
+        names |= {p.rstrip("/").rsplit("/", 1)[-1] for p in listing["common_prefixes"]}
+        yield from sorted(names)
+
+    def makedirs(self, path: str) -> None:
+        """Object stores have no folders."""
+
+    def delete(self, path: str) -> None:
+        import obstore
+
+        try:
+            obstore.delete(self._store, self.key(path))
+        except Exception as exc:
+            if not isinstance(self._fail(exc, path), FileNotFoundError):
+                raise self._fail(exc, path) from None
+
+    def delete_tree(self, path: str) -> None:
+        import obstore
+
+        prefix = self.key(path).rstrip("/") + "/"
+        for chunk in self._call(path, obstore.list, prefix):
+            for meta in chunk:
+                self.delete(f"{self._bucket_url}/{meta['path']}")
+
+    def rename(self, src: str, dst: str) -> None:
+        import obstore
+
+        self._call(src, obstore.rename, self.key(src), self.key(dst))
+
+    def is_empty_dir(self, path: str) -> bool:
+        return not any(True for _ in self.list_dir(path))

@@ -1,0 +1,175 @@
+"""Tables on S3 (a moto server started by the tests), end to end, with only the standard AWS variables set.
+
+Spark has no S3 connector here: the data path reads and writes through the store inside Spark tasks
+(Arrow), and the rows are read back with delta-rs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable, write_deltalake
+
+from dbt_delta_optimize.cli.main import cli
+from dbt_delta_optimize.delta.object_store import redact, store_options
+from dbt_delta_optimize.delta.storage import storage_for
+from dbt_delta_optimize.errors import InvalidArgumentError
+
+SECRET = "testing-secret-value"
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """The standard AWS environment variables for the server, and a fresh bucket."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    return f"s3://{s3_server.new_bucket()}"
+
+
+def _table(url: str, batches: int = 3) -> list[tuple]:
+    for i in range(batches):
+        ids = list(range(i * 20, i * 20 + 20))
+        data = pa.table({"id": ids, "x": [j % 7 for j in ids], "part": ["a" if j % 2 else "b" for j in ids]})
+        write_deltalake(url, data, partition_by=["part"], mode="append")
+    return _rows(url)
+
+
+def _rows(url: str) -> list[tuple]:
+    t = DeltaTable(url).to_pyarrow_table()
+    return sorted(zip(t.column("id").to_pylist(), t.column("x").to_pylist(), t.column("part").to_pylist()))
+
+
+def _run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_option_mapping_uses_deltalake_keys_and_drops_its_own():
+    config, client = store_options(
+        "aws",
+        {
+            "AWS_ACCESS_KEY_ID": "k",
+            "AWS_ENDPOINT_URL": "http://h",
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+        },
+    )
+    assert config == {"aws_access_key_id": "k", "aws_endpoint": "http://h"} and client["allow_http"] is True
+    config, _ = store_options("azure", {"AZURE_STORAGE_ACCOUNT_NAME": "acct", "AZURE_STORAGE_ACCOUNT_KEY": "s"})
+    assert config == {"azure_account_name": "acct", "azure_account_key": "s"}
+    config, _ = store_options("gcp", {"GOOGLE_SERVICE_ACCOUNT": "/k.json", "AWS_REGION": "x"})
+    assert config == {"google_service_account": "/k.json"}
+    assert redact("key=abcd1234 id=k", {"AWS_SECRET_ACCESS_KEY": "abcd1234"}) == "key=*** id=k"
+
+
+@pytest.mark.parametrize("url", ["hdfs://nn/t", "wasbs://c@a.blob.core.windows.net/t", "ftp://h/t"])
+def test_unsupported_schemes_are_refused_naming_them(url):
+    with pytest.raises(InvalidArgumentError, match=url.split(":")[0]):
+        storage_for(url)
+    res = _run("info", url)
+    assert res.exit_code == 2 and "not supported" in res.stderr and "s3://" in res.stderr
+
+
+def test_read_commands_on_s3(s3):
+    url = f"{s3}/events"
+    _table(url)
+    res = _run("optimize", url, "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    assert plan["numBins"] == 2 and plan["filesToRewrite"] == 6
+    res = _run("info", url, "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["numFiles"] == 6
+    res = _run("history", url, "--json")
+    assert res.exit_code == 0 and [e["operation"] for e in json.loads(res.stdout)] == ["WRITE"] * 3
+    res = _run("health", url, "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["numFiles"] == 6
+
+
+def test_optimize_and_zorder_on_s3_keep_every_row(spark, s3):
+    url = f"{s3}/events"
+    before = _table(url)
+    res = _run("optimize", url, "--json")
+    assert res.exit_code == 0, res.output
+    m = json.loads(res.stdout)
+    assert m["numFilesRemoved"] == 6 and m["numFilesAdded"] == 2 and len(m["committedVersions"]) == 1
+    assert _rows(url) == before and len(DeltaTable(url).file_uris()) == 2
+    res = _run("validate", url)
+    assert res.exit_code == 0, res.output
+
+    _table(url, batches=2)
+    before = _rows(url)
+    res = _run("optimize", url, "--zorder-by", "id,x", "--json")
+    assert res.exit_code == 0, res.output
+    history = DeltaTable(url).history(1)[0]
+    assert history["operation"] == "OPTIMIZE" and json.loads(history["operationParameters"]["zOrderBy"]) == ["id", "x"]
+    assert _rows(url) == before
+    assert _run("validate", url).exit_code == 0
+    assert not [u for u in DeltaTable(url).file_uris() if "_delta_optimize_staging" in u]
+
+
+def test_missing_table_and_bucket_are_clear_errors(s3):
+    res = _run("optimize", f"{s3}/nothing-here")
+    assert res.exit_code == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+    res = _run("health", "s3://no-such-bucket-ddo/t")
+    assert res.exit_code == 2 and res.stderr.startswith("error:") and "Kernel error" not in res.stderr
+
+
+def test_unreachable_endpoint_fails_fast_without_leaking_the_secret(s3, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
+    env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dbt_delta_optimize.cli.main",
+            "info",
+            f"{s3}/t",
+            "--storage-option",
+            "AWS_SECRET_ACCESS_KEY=do-not-print-this-1234",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "127.0.0.1:9" in proc.stderr and "Traceback" not in proc.stderr
+    assert "do-not-print-this-1234" not in proc.stderr + proc.stdout and SECRET not in proc.stderr
+
+
+RACER = """
+import json, sys
+from dbt_delta_optimize.api import optimize
+m = optimize(None, sys.argv[1], max_threads=1)
+print(json.dumps({"committed": list(m.committed_versions), "dropped": [d["reason"] for d in m.dropped_bins]}))
+"""
+
+
+@pytest.mark.slow
+def test_three_racing_optimizers_leave_every_version_whole(s3, s3_server):
+    url = f"{s3}/race"
+    before = _table(url)
+    v0 = DeltaTable(url).version()
+    env = {**os.environ, **s3_server.env()}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, url], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    results = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    winners = [r for r in results if r["committed"]]
+    assert len(winners) == 1 and winners[0]["committed"] == [v0 + 1], results
+    for loser in (r for r in results if not r["committed"]):  # every bin lost to the winner's compaction
+        assert loser["dropped"] and all("ConcurrentDeleteDeleteError" in d for d in loser["dropped"])
+    dt = DeltaTable(url)
+    assert dt.version() == v0 + 1 and _rows(url) == before
+    for v in range(dt.version() + 1):  # every version whole: deltalake loads each one
+        assert DeltaTable(url, version=v).version() == v
