@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 
 .PHONY: setup jars demo lint test bench clean
 
-setup: $(VENV)/.installed $(JARS_DIR)/.resolved
+setup: $(VENV)/.installed $(JARS_DIR)/.resolved build-support/node_modules/.installed
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ $(JARS_DIR)/.resolved: build-support/delta-jars.pom.xml | $(VENV)/bin/python
 	touch $@
 
 jars: $(JARS_DIR)/.resolved
+
+# Azurite (the Azure Blob Storage emulator) from the npm registry, for the object-store tests.
+build-support/node_modules/.installed: build-support/package.json build-support/package-lock.json
+	npm ci --prefix build-support --no-audit --no-fund --loglevel=error
+	touch $@
 
 demo: setup
 	$(PY) -m dbt_delta_optimize.dbt.demo

@@ -34,3 +34,15 @@ def s3_server():
 
     with moto_s3() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def azure_server():
+    """Azurite's blob service on 127.0.0.1 for the whole session (fails, never skips, if not installed)."""
+    from tests.servers import azurite
+
+    try:
+        with azurite() as server:
+            yield server
+    except RuntimeError as exc:
+        pytest.fail(str(exc))

@@ -5,6 +5,11 @@ No mocks: the object-store code talks HTTP to a real S3 API implementation.
 
 from __future__ import annotations
 
+import base64
+import email.utils
+import hashlib
+import hmac
+import os
 import socket
 import subprocess
 import sys
@@ -16,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["S3Server", "free_port", "moto_s3"]
+__all__ = ["AzureServer", "S3Server", "azurite", "free_port", "moto_s3"]
 
 
 def free_port() -> int:
@@ -74,6 +79,83 @@ def moto_s3() -> Iterator[S3Server]:
         endpoint = f"http://127.0.0.1:{port}"
         _wait_http(endpoint, proc, "moto_server")
         yield S3Server(endpoint)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+#: Azurite's well-known development account (public, documented by Microsoft; not a secret).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+AZURITE_BIN = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build-support", "node_modules", ".bin", "azurite-blob"
+)
+
+
+@dataclass(frozen=True)
+class AzureServer:
+    url: str  #: http://127.0.0.1:PORT
+
+    def env(self) -> dict[str, str]:
+        """The standard Azure variables for the emulator (what a user of Azurite sets)."""
+        return {
+            "AZURE_STORAGE_ACCOUNT_NAME": AZURITE_ACCOUNT,
+            "AZURE_STORAGE_ACCOUNT_KEY": AZURITE_KEY,
+            "AZURE_STORAGE_USE_EMULATOR": "true",
+            "AZURITE_BLOB_STORAGE_URL": self.url,
+            "AZURE_ALLOW_HTTP": "true",
+        }
+
+    def new_container(self) -> str:
+        """Create a container (Blob REST API, Shared Key signed) and return its name."""
+        name = f"ddo-{uuid.uuid4().hex[:12]}"
+        date, version = email.utils.formatdate(usegmt=True), "2021-08-06"
+        canonical = "\n".join(
+            [
+                "PUT",
+                *[""] * 11,
+                f"x-ms-date:{date}\nx-ms-version:{version}",
+                f"/{AZURITE_ACCOUNT}/{AZURITE_ACCOUNT}/{name}\nrestype:container",
+            ]
+        )
+        digest = hmac.new(base64.b64decode(AZURITE_KEY), canonical.encode(), hashlib.sha256).digest()
+        headers = {
+            "x-ms-date": date,
+            "x-ms-version": version,
+            "Authorization": f"SharedKey {AZURITE_ACCOUNT}:{base64.b64encode(digest).decode()}",
+        }
+        url = f"{self.url}/{AZURITE_ACCOUNT}/{name}?restype=container"
+        urllib.request.urlopen(urllib.request.Request(url, method="PUT", headers=headers), timeout=10).read()
+        return name
+
+
+@contextmanager
+def azurite() -> Iterator[AzureServer]:
+    """Azurite's blob service (npm, installed by `make setup`) on a free local port, in memory."""
+    if not os.path.exists(AZURITE_BIN):
+        raise RuntimeError(f"Azurite is not installed ({AZURITE_BIN}): run `make setup`.")
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            AZURITE_BIN,
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--silent",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_http(f"{url}/{AZURITE_ACCOUNT}?comp=list", proc, "azurite-blob")
+        yield AzureServer(url)
     finally:
         proc.terminate()
         try:

@@ -1,4 +1,5 @@
-"""Tables on S3 (a moto server started by the tests), end to end, with only the standard AWS variables set.
+"""Tables on S3 (a moto server) and Azure Blob Storage (Azurite), both started by the tests, end to end,
+with only the cloud's standard environment variables set.
 
 Spark has no S3 connector here: the data path reads and writes through the store inside Spark tasks
 (Arrow), and the rows are read back with delta-rs.
@@ -6,10 +7,12 @@ Spark has no S3 connector here: the data path reads and writes through the store
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pytest
@@ -24,12 +27,28 @@ from dbt_delta_optimize.errors import InvalidArgumentError
 SECRET = "testing-secret-value"
 
 
-@pytest.fixture
-def s3(s3_server, monkeypatch):
-    """The standard AWS environment variables for the server, and a fresh bucket."""
-    for key, value in s3_server.env().items():
+@dataclass(frozen=True)
+class Store:
+    root: str  #: a fresh bucket or container
+    env: dict[str, str]  #: the cloud's standard environment variables for the server
+    missing: str  #: a table in a bucket or container that does not exist
+    unreachable: dict[str, str]  #: env pointing at a port where nothing listens
+
+
+@pytest.fixture(params=["s3", "azure"])
+def store(request, monkeypatch) -> Store:
+    """A moto S3 server or Azurite, the standard variables set as a user would, and a fresh bucket/container."""
+    if request.param == "s3":
+        server = request.getfixturevalue("s3_server")
+        made = Store(f"s3://{server.new_bucket()}", server.env(), "s3://no-such-bucket-ddo/t", {})
+        made.unreachable["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+    else:
+        server = request.getfixturevalue("azure_server")
+        made = Store(f"az://{server.new_container()}", server.env(), "az://no-such-container-ddo/t", {})
+        made.unreachable["AZURITE_BLOB_STORAGE_URL"] = "http://127.0.0.1:9"
+    for key, value in made.env.items():
         monkeypatch.setenv(key, value)
-    return f"s3://{s3_server.new_bucket()}"
+    return made
 
 
 def _table(url: str, batches: int = 3) -> list[tuple]:
@@ -59,11 +78,11 @@ def test_option_mapping_uses_deltalake_keys_and_drops_its_own():
             "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
         },
     )
-    assert config == {"aws_access_key_id": "k", "aws_endpoint": "http://h"} and client["allow_http"] is True
+    assert config == {"access_key_id": "k", "endpoint": "http://h"} and client["allow_http"] is True
     config, _ = store_options("azure", {"AZURE_STORAGE_ACCOUNT_NAME": "acct", "AZURE_STORAGE_ACCOUNT_KEY": "s"})
-    assert config == {"azure_account_name": "acct", "azure_account_key": "s"}
+    assert config == {"account_name": "acct", "account_key": "s"}
     config, _ = store_options("gcp", {"GOOGLE_SERVICE_ACCOUNT": "/k.json", "AWS_REGION": "x"})
-    assert config == {"google_service_account": "/k.json"}
+    assert config == {"service_account": "/k.json"}
     assert redact("key=abcd1234 id=k", {"AWS_SECRET_ACCESS_KEY": "abcd1234"}) == "key=*** id=k"
 
 
@@ -75,8 +94,8 @@ def test_unsupported_schemes_are_refused_naming_them(url):
     assert res.exit_code == 2 and "not supported" in res.stderr and "s3://" in res.stderr
 
 
-def test_read_commands_on_s3(s3):
-    url = f"{s3}/events"
+def test_read_commands(store):
+    url = f"{store.root}/events"
     _table(url)
     res = _run("optimize", url, "--dry-run", "--json")
     assert res.exit_code == 0, res.output
@@ -90,8 +109,8 @@ def test_read_commands_on_s3(s3):
     assert res.exit_code == 0 and json.loads(res.stdout)["numFiles"] == 6
 
 
-def test_optimize_and_zorder_on_s3_keep_every_row(spark, s3):
-    url = f"{s3}/events"
+def test_optimize_and_zorder_keep_every_row(spark, store):
+    url = f"{store.root}/events"
     before = _table(url)
     res = _run("optimize", url, "--json")
     assert res.exit_code == 0, res.output
@@ -112,26 +131,20 @@ def test_optimize_and_zorder_on_s3_keep_every_row(spark, s3):
     assert not [u for u in DeltaTable(url).file_uris() if "_delta_optimize_staging" in u]
 
 
-def test_missing_table_and_bucket_are_clear_errors(s3):
-    res = _run("optimize", f"{s3}/nothing-here")
+def test_missing_table_and_bucket_are_clear_errors(store):
+    res = _run("optimize", f"{store.root}/nothing-here")
     assert res.exit_code == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
-    res = _run("health", "s3://no-such-bucket-ddo/t")
+    res = _run("health", store.missing)
     assert res.exit_code == 2 and res.stderr.startswith("error:") and "Kernel error" not in res.stderr
 
 
-def test_unreachable_endpoint_fails_fast_without_leaking_the_secret(s3, monkeypatch):
-    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
-    env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+def test_unreachable_endpoint_fails_fast_without_leaking_the_secret(store):
+    env = {**os.environ, **store.unreachable}
+    secret = base64.b64encode(b"do-not-print-this-1234").decode()  # Azure keys are base64
+    option = "AWS_SECRET_ACCESS_KEY" if store.root.startswith("s3") else "AZURE_STORAGE_ACCOUNT_KEY"
+    args = ["info", f"{store.root}/t", "--storage-option", f"{option}={secret}"]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dbt_delta_optimize.cli.main",
-            "info",
-            f"{s3}/t",
-            "--storage-option",
-            "AWS_SECRET_ACCESS_KEY=do-not-print-this-1234",
-        ],
+        [sys.executable, "-m", "dbt_delta_optimize.cli.main", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -139,7 +152,7 @@ def test_unreachable_endpoint_fails_fast_without_leaking_the_secret(s3, monkeypa
     )
     assert proc.returncode == 2, proc.stderr
     assert "127.0.0.1:9" in proc.stderr and "Traceback" not in proc.stderr
-    assert "do-not-print-this-1234" not in proc.stderr + proc.stdout and SECRET not in proc.stderr
+    assert secret not in proc.stderr + proc.stdout and SECRET not in proc.stderr
 
 
 RACER = """
@@ -151,11 +164,11 @@ print(json.dumps({"committed": list(m.committed_versions), "dropped": [d["reason
 
 
 @pytest.mark.slow
-def test_three_racing_optimizers_leave_every_version_whole(s3, s3_server):
-    url = f"{s3}/race"
+def test_three_racing_optimizers_leave_every_version_whole(store):
+    url = f"{store.root}/race"
     before = _table(url)
     v0 = DeltaTable(url).version()
-    env = {**os.environ, **s3_server.env()}
+    env = {**os.environ, **store.env}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", RACER, url], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -121,7 +121,7 @@ def _config_key(key: str, cloud: str) -> str | None:
         return None
     short = k.removeprefix(prefix)
     short = _ALIASES.get(short, short.removeprefix("storage_") if cloud == "azure" else short)
-    return prefix + short if short in _KNOWN[cloud] else None
+    return short if short in _KNOWN[cloud] else None
 
 
 def store_options(cloud: str, options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
@@ -152,8 +152,13 @@ def task_options(base: str, options: Mapping[str, str]) -> dict[str, str]:
     if cloud is None:
         return dict(options)
     prefix = {"aws": "AWS_", "azure": "AZURE_", "gcp": "GOOGLE_"}[cloud]
-    from_env = {k: v for k, v in os.environ.items() if k.startswith(prefix)}
-    return {**from_env, **options}
+    merged = {**{k: v for k, v in os.environ.items() if k.startswith(prefix)}, **options}
+    emulator = os.environ.get("AZURITE_BLOB_STORAGE_URL")
+    if cloud == "azure" and emulator and "AZURE_ENDPOINT" not in merged:  # Azurite's URL is an env-only setting
+        account = merged.get("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1")
+        merged["AZURE_ENDPOINT"] = f"{emulator.rstrip('/')}/{account}"
+        merged.pop("AZURE_STORAGE_USE_EMULATOR", None)
+    return merged
 
 
 class _Reader(io.RawIOBase):
@@ -259,8 +264,9 @@ class ObjectStorage:
         )
 
     def _call(self, path: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        store = self._store
         try:
-            return fn(self._store, *args, **kwargs)
+            return fn(store, *args, **kwargs)
         except (InvalidArgumentError, TableNotFoundError):
             raise
         except Exception as exc:
@@ -271,8 +277,9 @@ class ObjectStorage:
         import obstore
         from obstore.exceptions import AlreadyExistsError, NotSupportedError, PreconditionError
 
+        store = self._store
         try:
-            obstore.put(self._store, self.key(path), data, mode="create")
+            obstore.put(store, self.key(path), data, mode="create")
             return True
         except (AlreadyExistsError, PreconditionError):
             return False
@@ -310,10 +317,10 @@ class ObjectStorage:
     def exists(self, path: str) -> bool:
         import obstore
 
-        key = self.key(path)
+        key, store = self.key(path), self._store
         if key:
             try:
-                obstore.head(self._store, key)
+                obstore.head(store, key)
                 return True
             except Exception as exc:
                 if not isinstance(self._fail(exc, path), FileNotFoundError):
@@ -342,8 +349,9 @@ class ObjectStorage:
     def delete(self, path: str) -> None:
         import obstore
 
+        store = self._store
         try:
-            obstore.delete(self._store, self.key(path))
+            obstore.delete(store, self.key(path))
         except Exception as exc:
             if not isinstance(self._fail(exc, path), FileNotFoundError):
                 raise self._fail(exc, path) from None
