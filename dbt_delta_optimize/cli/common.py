@@ -10,6 +10,7 @@ first line of a message is printed; with it, the whole cause chain comes first.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -72,6 +73,10 @@ def run(fn: Callable[[], Any]) -> Any:
         return fn()
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
         raise
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
     except DeltaOptimizeError as exc:
         debug = _debug()
         if debug:
