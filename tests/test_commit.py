@@ -798,12 +798,15 @@ def test_put_if_absent_has_exactly_one_winner(tmp_path):
     assert LocalStorage().put_if_absent(target, b"late") is False
 
 
-def test_remote_storage_is_refused():
-    from dbt_delta_optimize.delta.storage import storage_for
+def test_storage_for_routes_schemes():
+    from dbt_delta_optimize.delta.object_store import ObjectStorage
+    from dbt_delta_optimize.delta.storage import LocalStorage, storage_for
     from dbt_delta_optimize.errors import InvalidArgumentError
 
-    with pytest.raises(InvalidArgumentError, match="s3://"):
-        storage_for("s3://bucket/table")
+    assert isinstance(storage_for("/tmp/t"), LocalStorage) and isinstance(storage_for("file:///tmp/t"), LocalStorage)
+    assert isinstance(storage_for("s3://bucket/table"), ObjectStorage)
+    with pytest.raises(InvalidArgumentError, match="hdfs://"):
+        storage_for("hdfs://nn/table")
 
 
 # =========================================================================== 5. checkpoints
