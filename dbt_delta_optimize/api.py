@@ -332,6 +332,7 @@ def auto_compact(
     modified_partitions_only: bool | None = None,
     non_blind_append: bool | None = None,
     max_num_modified_partitions: int | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> AutoCompactResult:
     """Run the auto-compaction hook for the write(s) after ``since_version`` (default: the latest commit).
 
@@ -345,6 +346,7 @@ def auto_compact(
             ``spark.databricks.delta.postCommitHook.throwOnError`` (default false).
         max_file_size, min_file_size, min_num_files, modified_partitions_only, non_blind_append,
             max_num_modified_partitions: overrides of delta-spark's ``autoCompact.*`` settings.
+        storage_options: object-store settings under deltalake's keys (as for ``optimize``).
     """
     from .autocompact_run import AutoCompactRun
 
@@ -360,7 +362,7 @@ def auto_compact(
     t0 = time.perf_counter()
     get_conf = active_conf() if spark is None else _session_conf(spark)
     config = AutoCompactConfig.resolve(get_conf, overrides)
-    run = AutoCompactRun(spark, table, since_version, config, get_conf, t0)
+    run = AutoCompactRun(spark, table, since_version, config, get_conf, t0, storage_options=storage_options)
     try:
         return run.execute(enabled)
     except DeltaOptimizeError as exc:

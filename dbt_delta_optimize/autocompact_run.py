@@ -31,6 +31,7 @@ from .plan.planner import RawKey
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from .delta.storage import Storage
     from .plan.metrics import OptimizeMetrics
 
 __all__ = ["AutoCompactRun"]
@@ -57,6 +58,7 @@ class AutoCompactRun:
     get_conf: ConfGetter
     t0: float
     location: str = ""
+    storage_options: Mapping[str, str] | None = None
     triggering: tuple[int, ...] = ()
     decision: AutoCompactDecision | None = None
     decision_ms: float | None = None
@@ -64,6 +66,13 @@ class AutoCompactRun:
 
     def __post_init__(self) -> None:
         self.location = self.table
+
+    @property
+    def storage(self) -> Storage:
+        """The table's storage, with this run's options (an object store's settings)."""
+        from .delta.storage import storage_for, table_uri
+
+        return storage_for(table_uri(self.location), self.storage_options)
 
     # ------------------------------------------------------------------ results
     def result(self, status: str, reason: str, **kw: Any) -> AutoCompactResult:
@@ -97,7 +106,8 @@ class AutoCompactRun:
         from .delta.snapshot import read_commit
 
         start = latest if self.since_version is None else self.since_version + 1
-        commits = [(v, read_commit(self.location, v)) for v in range(max(start, 0), latest + 1)]
+        storage = self.storage
+        commits = [(v, read_commit(self.location, v, storage=storage)) for v in range(max(start, 0), latest + 1)]
         info: dict[int, Mapping[str, Any]] = {
             v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits
         }
@@ -128,8 +138,8 @@ class AutoCompactRun:
         if not is_path(self.table):
             self.spark = get_spark(self.spark)
         self.location = resolve_table(self.table, self.spark)
-        latest = latest_version(self.location)
-        dt = DeltaTable(self.location)
+        latest = latest_version(self.location, storage=self.storage)
+        dt = DeltaTable(self.location, storage_options=dict(self.storage.options) or None)
         meta = dt.metadata()
         is_on = enabled if enabled is not None else auto_compact_enabled(self.get_conf, dict(meta.configuration))
         if not is_on:
@@ -171,7 +181,7 @@ class AutoCompactRun:
         from .plan.predicate import select_partitions
 
         engine = SparkEngine(get_spark(self.spark))
-        snapshot = load_snapshot(self.location)
+        snapshot = load_snapshot(self.location, storage=self.storage)
         raw_keys: set[RawKey] | None = None if chosen_paths is None else partitions_of(snapshot, chosen_paths)
         sizes = {"min_file_size": self.config.small_file_threshold, "max_file_size": self.config.max_file_size}
         config = OptimizeConfig.resolve(engine.conf_getter, sizes)

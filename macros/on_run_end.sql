@@ -15,7 +15,8 @@
     {% set settings = res.node.config.get('meta', {}).get('delta_optimize', {}) or {} %}
     {% set result = bridge.run_model(res.node.schema ~ '.' ~ res.node.alias, settings, model=res.node.name,
                                      file_format=res.node.config.get('file_format'),
-                                     invocation_id=invocation_id, target_path=flags.TARGET_PATH) %}
+                                     invocation_id=invocation_id, target_path=flags.TARGET_PATH,
+      storage_options=var('delta_optimize_storage_options', none)) %}
     {% do dbt_delta_optimize._delta_optimize_report(result, settings.get('on_error', 'warn') if settings is mapping else 'warn') %}
   {% endfor %}
   {{ return('') }}

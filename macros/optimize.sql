@@ -25,7 +25,8 @@
   {% for t in dbt_delta_optimize._delta_optimize_select(select, table) %}
     {% set result = bridge.run_operation(t.table, where=where, zorder_by=zorder_by, dry_run=dry_run, model=t.model,
                                          file_format=t.file_format, invocation_id=invocation_id,
-                                         target_path=flags.TARGET_PATH) %}
+                                         target_path=flags.TARGET_PATH,
+      storage_options=var('delta_optimize_storage_options', none)) %}
     {% do dbt_delta_optimize._delta_optimize_report(result, 'warn') %}
   {% endfor %}
 {% endmacro %}

@@ -186,3 +186,36 @@ def test_three_racing_optimizers_leave_every_version_whole(store):
     assert dt.version() == v0 + 1 and _rows(url) == before
     for v in range(dt.version() + 1):  # every version whole: deltalake loads each one
         assert DeltaTable(url, version=v).version() == v
+
+
+def test_dbt_storage_options_setting_and_var(spark, store, monkeypatch, tmp_path):
+    """dbt: meta.delta_optimize.storage_options (or the project var) reaches the log, the plan and the tasks."""
+    from dbt_delta_optimize.dbt.bridge import Bridge
+    from dbt_delta_optimize.dbt.settings import parse_settings
+
+    url = f"{store.root}/dbt"
+    before = _table(url)
+    options = dict(store.env)
+    if store.root.startswith("az://"):  # as explicit settings, the emulator is an endpoint
+        options = {
+            k: v for k, v in options.items() if k not in ("AZURITE_BLOB_STORAGE_URL", "AZURE_STORAGE_USE_EMULATOR")
+        }
+        options["AZURE_ENDPOINT"] = f"{store.env['AZURITE_BLOB_STORAGE_URL']}/{store.env['AZURE_STORAGE_ACCOUNT_NAME']}"
+    for key in store.env:  # nothing from the environment: only the settings
+        monkeypatch.delenv(key, raising=False)
+    planned = Bridge().run_operation(
+        url, dry_run=True, storage_options=options, invocation_id="inv-s", target_path=str(tmp_path)
+    )
+    assert planned["status"] == "planned" and planned["plan"]["filesToRewrite"] == 6, planned
+    settings = {"mode": "optimize", "storage_options": options}
+    done = Bridge().run_model(url, settings, model="m", invocation_id="inv-s", target_path=str(tmp_path))
+    assert done["status"] == "optimized" and done["files_before"] == 6 and done["files_after"] == 2, done
+    recorded = (tmp_path / "delta_optimize_results.json").read_text()
+    secret = options.get("AWS_SECRET_ACCESS_KEY") or options["AZURE_STORAGE_ACCOUNT_KEY"]
+    assert secret not in recorded  # settings never reach the results file
+    assert parse_settings({"storage_options": {"AWS_ALLOW_HTTP": True}}).storage_options == {"AWS_ALLOW_HTTP": "true"}
+    with pytest.raises(InvalidArgumentError, match="storage_options"):
+        parse_settings({"storage_options": ["AWS_REGION=x"]})
+    for key, value in options.items():
+        monkeypatch.setenv(key, value)
+    assert _rows(url) == before

@@ -17,6 +17,8 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dbt.plugins.manager import dbtPlugin
@@ -47,10 +49,11 @@ def _spark() -> Any:
     return session
 
 
-def _files(location: str) -> tuple[int, int]:
+def _files(location: str, options: Mapping[str, str] | None) -> tuple[int, int]:
     from ..delta.snapshot import file_counts
+    from ..delta.storage import storage_for, table_uri
 
-    return file_counts(location)
+    return file_counts(location, storage=storage_for(table_uri(location), options))
 
 
 def _table_location(table: str) -> tuple[str | None, str | None]:
@@ -65,7 +68,9 @@ def _table_location(table: str) -> tuple[str | None, str | None]:
         return None, f"skipped: {exc}"
 
 
-def _delta_location(record: dict[str, Any], table: str, file_format: str | None) -> str | None:
+def _delta_location(
+    record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None
+) -> str | None:
     """The table's location, or None after marking ``record`` skipped (non-Delta model, missing table)."""
     if file_format is not None and str(file_format).lower() != "delta":
         record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
@@ -75,7 +80,7 @@ def _delta_location(record: dict[str, Any], table: str, file_format: str | None)
         record.update(decision="skipped", status="skipped", reason=note)
         return None
     record["location"] = location
-    record["files_before"], record["bytes_before"] = _files(location)
+    record["files_before"], record["bytes_before"] = _files(location, options)
     return location
 
 
@@ -92,13 +97,16 @@ def _optimize(location: str, where: tuple[str, ...], zorder_by: tuple[str, ...],
         min_file_size=s.min_file_size,
         max_file_size=s.max_file_size,
         max_duration=s.max_duration,
+        storage_options=s.storage_options,
     )
 
 
-def _plan(location: str, where: tuple[str, ...], zorder_by: tuple[str, ...]) -> OptimizePlan:
+def _plan(
+    location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], options: Mapping[str, str] | None
+) -> OptimizePlan:
     from ..api import plan_optimize
 
-    return plan_optimize(_spark(), location, where=list(where), zorder_by=list(zorder_by))
+    return plan_optimize(_spark(), location, where=list(where), zorder_by=list(zorder_by), storage_options=options)
 
 
 def _auto_compact(location: str, since: int | None, s: ModelSettings) -> AutoCompactResult:
@@ -112,6 +120,7 @@ def _auto_compact(location: str, since: int | None, s: ModelSettings) -> AutoCom
         min_file_size=s.min_file_size,
         max_file_size=s.max_file_size,
         min_num_files=s.min_num_files,
+        storage_options=s.storage_options,
     )
 
 
@@ -129,9 +138,9 @@ def _auto_compacted(record: dict[str, Any], r: AutoCompactResult) -> bool:
     return r.ran or bool(r.error)  # a failed run may have committed some batches
 
 
-def _files_after(record: dict[str, Any], location: str, wrote: bool) -> None:
+def _files_after(record: dict[str, Any], location: str, wrote: bool, options: Mapping[str, str] | None) -> None:
     if wrote:
-        record["files_after"], record["bytes_after"] = _files(location)
+        record["files_after"], record["bytes_after"] = _files(location, options)
     else:  # nothing committed: the counts cannot have changed because of us
         record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
 
@@ -193,6 +202,7 @@ class Bridge:
         file_format: str | None = None,
         invocation_id: str | None = None,
         target_path: str | None = None,
+        storage_options: Any = None,
     ) -> dict[str, Any]:
         """Post-hook body: auto compaction (default) or a full OPTIMIZE of one model's table, per its settings.
 
@@ -206,6 +216,8 @@ class Bridge:
         try:
             since = files.pop_version(table)
             s = parse_settings(settings)
+            if s.storage_options is None and storage_options is not None:  # the project-wide var
+                s = replace(s, storage_options=parse_operation_args(None, None, False, storage_options).storage_options)
             record.update(mode=s.mode, on_error=s.on_error)
             if s.skip or s.mode == "never":
                 record.update(decision="skipped", status="skipped", reason="meta.delta_optimize skip/never")
@@ -219,14 +231,14 @@ class Bridge:
     def _model(
         record: dict[str, Any], table: str, file_format: str | None, s: ModelSettings, since: int | None
     ) -> None:
-        location = _delta_location(record, table, file_format)
+        location = _delta_location(record, table, file_format, s.storage_options)
         if location is None:
             return
         if s.mode == "optimize":
             wrote = _optimized(record, _optimize(location, s.where, s.zorder_by, s))
         else:
             wrote = _auto_compacted(record, _auto_compact(location, since, s))
-        _files_after(record, location, wrote)
+        _files_after(record, location, wrote, s.storage_options)
 
     def run_operation(
         self,
@@ -239,21 +251,24 @@ class Bridge:
         file_format: str | None = None,
         invocation_id: str | None = None,
         target_path: str | None = None,
+        storage_options: Any = None,
     ) -> dict[str, Any]:
         """``dbt run-operation optimize`` body for one table: a full OPTIMIZE (or its plan, with dry_run)."""
         t0 = time.perf_counter()
         files = self.files(invocation_id, target_path)
         record: dict[str, Any] = {"table": table, "model": model, "mode": "optimize", "dry_run": dry_run is True}
         try:
-            args = parse_operation_args(where, zorder_by, dry_run)
-            location = _delta_location(record, table, file_format)
+            args = parse_operation_args(where, zorder_by, dry_run, storage_options)
+            options = args.storage_options
+            location = _delta_location(record, table, file_format, options)
             if location is not None and args.dry_run:
-                plan = _plan(location, args.where, args.zorder_by)
+                plan = _plan(location, args.where, args.zorder_by, options)
                 record.update(decision="plan", status="planned", plan=plan.summary())
-                _files_after(record, location, False)
+                _files_after(record, location, False, options)
             elif location is not None:
-                wrote = _optimized(record, _optimize(location, args.where, args.zorder_by, ModelSettings()))
-                _files_after(record, location, wrote)
+                settings = ModelSettings(storage_options=options)
+                wrote = _optimized(record, _optimize(location, args.where, args.zorder_by, settings))
+                _files_after(record, location, wrote, options)
         except Exception as exc:
             _failed(record, exc)
             record["decision"] = "failed"

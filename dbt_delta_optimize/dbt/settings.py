@@ -36,6 +36,7 @@ class ModelSettings:
     on_error: OnError = "warn"
     skip: bool = False
     max_duration: float | None = None
+    storage_options: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class OperationArgs:
     where: tuple[str, ...] = ()
     zorder_by: tuple[str, ...] = ()
     dry_run: bool = False
+    storage_options: Mapping[str, str] | None = None
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -92,6 +94,20 @@ def _duration(key: str, value: Any) -> float | None:
     return parse_duration(value, key=_PREFIX + key)
 
 
+def _storage_options(key: str, value: Any, prefix: str = _PREFIX) -> dict[str, str] | None:
+    """A mapping of deltalake storage option names to values (numbers and booleans become strings)."""
+    if value is None:
+        return None
+    ok = isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in value.items()
+    )
+    if not ok:
+        raise InvalidArgumentError(
+            f"{prefix}{key} must be a mapping of option names to values (deltalake's keys, e.g. AWS_REGION)."
+        )
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+
+
 def _flag(key: str, value: Any) -> bool:
     if value is None:
         return False
@@ -111,6 +127,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "on_error": lambda k, v: _choice(k, "warn" if v is None else v, ("warn", "fail")),
     "skip": _flag,
     "max_duration": lambda k, v: _duration(k, v),
+    "storage_options": lambda k, v: _storage_options(k, v),
 }
 
 #: Every key ``meta.delta_optimize`` may hold.
@@ -131,8 +148,13 @@ def parse_settings(settings: Any) -> ModelSettings:
     return ModelSettings(**{key: parse(key, settings.get(key)) for key, parse in _PARSERS.items()})
 
 
-def parse_operation_args(where: Any, zorder_by: Any, dry_run: Any) -> OperationArgs:
-    """Validate ``run-operation optimize``'s ``where``, ``zorder_by`` and ``dry_run``."""
+def parse_operation_args(where: Any, zorder_by: Any, dry_run: Any, storage_options: Any = None) -> OperationArgs:
+    """Validate ``run-operation optimize``'s ``where``, ``zorder_by``, ``dry_run`` and ``storage_options``."""
     if not isinstance(dry_run, bool):
         raise InvalidArgumentError(f"dry_run must be true or false, got {dry_run!r}.")
-    return OperationArgs(_strings("where", where, ""), _strings("zorder_by", zorder_by, ""), dry_run)
+    return OperationArgs(
+        _strings("where", where, ""),
+        _strings("zorder_by", zorder_by, ""),
+        dry_run,
+        _storage_options("storage_options", storage_options, "var "),
+    )
