@@ -219,3 +219,13 @@ def test_dbt_storage_options_setting_and_var(spark, store, monkeypatch, tmp_path
     for key, value in options.items():
         monkeypatch.setenv(key, value)
     assert _rows(url) == before
+
+
+def test_auto_compact_cli_on_a_store(spark, store):
+    url = f"{store.root}/ac"
+    before = _table(url, batches=4)
+    res = _run("auto-compact", url, "--enable", "--min-num-files", "2", "--since-version", "-1", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["status"] == "runOnModifiedPartitions" and out["metrics"]["numFilesRemoved"] == 8, out
+    assert _rows(url) == before and len(DeltaTable(url).file_uris()) == 2

@@ -224,6 +224,7 @@ def _auto_compact(
         min_num_files=min_num_files,
         max_file_size=max_file_size,
         min_file_size=min_file_size,
+        storage_options=storage_options(),
     )
 
 
@@ -249,6 +250,7 @@ def _print_auto_compact(result: AutoCompactResult) -> None:
 
 @click.command("auto-compact", cls=BoundaryCommand)
 @click.argument("table")
+@storage_option
 @click.option(
     "--since-version",
     type=int,
