@@ -76,7 +76,7 @@ def test_hook_that_skips_reads_the_log_once_and_reports_counts(spark, tables, tm
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path))
     reads: list[str] = []
     real_counts = snapshot.file_counts
-    monkeypatch.setattr(snapshot, "file_counts", lambda loc: reads.append(loc) or real_counts(loc))
+    monkeypatch.setattr(snapshot, "file_counts", lambda loc, **k: reads.append(loc) or real_counts(loc, **k))
     monkeypatch.setattr(
         snapshot, "load_snapshot", lambda *a, **k: pytest.fail("no full snapshot load when nothing runs")
     )
