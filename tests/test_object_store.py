@@ -86,6 +86,29 @@ def test_option_mapping_uses_deltalake_keys_and_drops_its_own():
     assert redact("key=abcd1234 id=k", {"AWS_SECRET_ACCESS_KEY": "abcd1234"}) == "key=*** id=k"
 
 
+@pytest.mark.parametrize(
+    ("url", "bucket"),
+    [
+        ("gs://bkt/db/t", "gs://bkt"),
+        ("s3a://bkt/db/t", "s3a://bkt"),
+        ("abfss://c@acct.dfs.core.windows.net/db/t", "abfss://c@acct.dfs.core.windows.net"),
+        ("abfs://c@acct.dfs.core.windows.net/db/t", "abfs://c@acct.dfs.core.windows.net"),
+        ("az://c/db/t", "az://c"),
+    ],
+)
+def test_cloud_urls_route_to_one_bucket_and_keep_keys_inside_it(url, bucket):
+    """No server: every supported URL form names its bucket or container, and keys never leave it."""
+    from dbt_delta_optimize.delta.object_store import ObjectStorage
+
+    storage = storage_for(url, {"GOOGLE_SERVICE_ACCOUNT": "/k.json"})
+    assert isinstance(storage, ObjectStorage) and storage.options == {"GOOGLE_SERVICE_ACCOUNT": "/k.json"}
+    assert storage.key(f"{url}/_delta_log/00000000000000000000.json") == "db/t/_delta_log/00000000000000000000.json"
+    assert storage.key(bucket) == ""
+    other = url.replace(bucket, bucket.replace("://", "://other-"), 1)
+    with pytest.raises(InvalidArgumentError, match="is not in the store"):
+        storage.key(f"{other}/part-0.parquet")
+
+
 @pytest.mark.parametrize("url", ["hdfs://nn/t", "wasbs://c@a.blob.core.windows.net/t", "ftp://h/t"])
 def test_unsupported_schemes_are_refused_naming_them(url):
     with pytest.raises(InvalidArgumentError, match=url.split(":")[0]):
