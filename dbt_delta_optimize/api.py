@@ -258,8 +258,8 @@ def optimize(
     from .engine.spark_engine import SparkEngine
 
     location, session = _resolve_location(table, spark)
+    snapshot = request.snapshot(location)  # a missing table fails before a session starts
     engine = SparkEngine(get_spark(session))
-    snapshot = request.snapshot(location)
     plan = _plan(snapshot, request, engine.conf_getter, time_zone=engine.time_zone)
     return OptimizeExecutor(engine, snapshot, plan, progress=progress, started=started).optimize()
 

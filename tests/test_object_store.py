@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -86,6 +87,29 @@ def test_option_mapping_uses_deltalake_keys_and_drops_its_own():
     assert redact("key=abcd1234 id=k", {"AWS_SECRET_ACCESS_KEY": "abcd1234"}) == "key=*** id=k"
 
 
+@pytest.mark.parametrize(
+    ("url", "bucket"),
+    [
+        ("gs://bkt/db/t", "gs://bkt"),
+        ("s3a://bkt/db/t", "s3a://bkt"),
+        ("abfss://c@acct.dfs.core.windows.net/db/t", "abfss://c@acct.dfs.core.windows.net"),
+        ("abfs://c@acct.dfs.core.windows.net/db/t", "abfs://c@acct.dfs.core.windows.net"),
+        ("az://c/db/t", "az://c"),
+    ],
+)
+def test_cloud_urls_route_to_one_bucket_and_keep_keys_inside_it(url, bucket):
+    """No server: every supported URL form names its bucket or container, and keys never leave it."""
+    from dbt_delta_optimize.delta.object_store import ObjectStorage
+
+    storage = storage_for(url, {"GOOGLE_SERVICE_ACCOUNT": "/k.json"})
+    assert isinstance(storage, ObjectStorage) and storage.options == {"GOOGLE_SERVICE_ACCOUNT": "/k.json"}
+    assert storage.key(f"{url}/_delta_log/00000000000000000000.json") == "db/t/_delta_log/00000000000000000000.json"
+    assert storage.key(bucket) == ""
+    other = url.replace(bucket, bucket.replace("://", "://other-"), 1)
+    with pytest.raises(InvalidArgumentError, match="is not in the store"):
+        storage.key(f"{other}/part-0.parquet")
+
+
 @pytest.mark.parametrize("url", ["hdfs://nn/t", "wasbs://c@a.blob.core.windows.net/t", "ftp://h/t"])
 def test_unsupported_schemes_are_refused_naming_them(url):
     with pytest.raises(InvalidArgumentError, match=url.split(":")[0]):
@@ -132,10 +156,12 @@ def test_optimize_and_zorder_keep_every_row(spark, store):
 
 
 def test_missing_table_and_bucket_are_clear_errors(store):
+    started = time.monotonic()
     res = _run("optimize", f"{store.root}/nothing-here")
     assert res.exit_code == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
     res = _run("health", store.missing)
     assert res.exit_code == 2 and res.stderr.startswith("error:") and "Kernel error" not in res.stderr
+    assert time.monotonic() - started < 15, "a missing table or bucket must fail within seconds, not retry"
 
 
 def test_unreachable_endpoint_fails_fast_without_leaking_the_secret(store):

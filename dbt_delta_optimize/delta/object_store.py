@@ -204,9 +204,7 @@ class ObjectStorage:
     # ------------------------------------------------------------------ plumbing
     @property
     def _bucket_url(self) -> str:
-        u = urlparse(self.base)
-        if SCHEMES.get(u.scheme) == "azure" and "@" in u.netloc:  # abfss://container@account.dfs.core.windows.net
-            return f"{u.scheme}://{u.netloc}"
+        u = urlparse(self.base)  # the netloc is the bucket, or container@account.dfs.core.windows.net (abfss)
         return f"{u.scheme}://{u.netloc}"
 
     @property
