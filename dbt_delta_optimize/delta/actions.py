@@ -21,6 +21,7 @@ __all__ = [
     "AddFile",
     "CommitInfo",
     "DeletionVector",
+    "DomainMetadata",
     "Metadata",
     "Protocol",
     "RemoveFile",
@@ -109,6 +110,35 @@ class Metadata:
             name=d.get("name"),
             description=d.get("description"),
         )
+
+
+@dataclass(frozen=True)
+class DomainMetadata:
+    """A named configuration string kept in the log (PROTOCOL.md "Domain Metadata").
+
+    The newest action per domain wins; ``removed`` tombstones it. ``delta.*`` domains belong to
+    table features (``delta.clustering``, ``delta.rowTracking``); others belong to writers.
+    """
+
+    domain: str
+    configuration: str
+    removed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"domain": self.domain, "configuration": self.configuration, "removed": self.removed}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> DomainMetadata:
+        return cls(str(d["domain"]), str(d.get("configuration") or ""), bool(d.get("removed", False)))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The configuration parsed as JSON (every ``delta.*`` domain is JSON); {} when it is not an object."""
+        try:
+            value = json.loads(self.configuration)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)

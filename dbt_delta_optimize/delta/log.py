@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
-from .actions import ADD, METADATA, PROTOCOL
+from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata
 from .storage import Storage, join
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "raw_adds",
     "read_commit",
     "read_commits",
+    "read_domains",
 ]
 
 LOG_DIR = "_delta_log"
@@ -165,6 +166,48 @@ def raw_adds(storage: Storage, root: str, version: int, listing: LogListing) -> 
             if ADD in action:
                 adds[unquote(action[ADD]["path"])] = (v, action[ADD])
     return adds
+
+
+def _checkpoint_domains(storage: Storage, root: str, names: Iterable[str]) -> list[dict[str, Any]]:
+    """domainMetadata rows of a checkpoint: classic or V2 Parquet (a column), or V2 JSON (lines)."""
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        path = join(root, LOG_DIR, name)
+        if name.endswith(".json"):
+            for line in storage.read_bytes(path).splitlines():
+                if line.strip() and b'"domainMetadata"' in line:
+                    rows.append(json.loads(line)[DOMAIN_METADATA])
+            continue
+        with storage.open_input(path) as fh:
+            pf = pq.ParquetFile(fh)
+            if DOMAIN_METADATA not in pf.schema_arrow.names:
+                continue
+            rows.extend(r for r in pf.read(columns=[DOMAIN_METADATA]).column(0).to_pylist() if r is not None)
+    return rows
+
+
+def read_domains(storage: Storage, root: str, version: int, listing: LogListing) -> dict[str, DomainMetadata]:
+    """Live domain metadata at ``version``: the newest action per domain, tombstones dropped."""
+    cp = listing.checkpoint_at_or_before(version)
+    found: dict[str, DomainMetadata] = {}
+    if cp is not None:
+        for row in _checkpoint_domains(storage, root, listing.checkpoints[cp]):
+            dm = DomainMetadata.from_json(row)
+            found[dm.domain] = dm
+    present = set(listing.commits)
+    for v in range((cp + 1) if cp is not None else 0, version + 1):
+        if v not in present:
+            continue
+        for line in storage.read_bytes(commit_path(root, v)).splitlines():
+            if b'"domainMetadata"' not in line:
+                continue
+            action = json.loads(line)
+            if DOMAIN_METADATA in action:
+                dm = DomainMetadata.from_json(action[DOMAIN_METADATA])
+                found[dm.domain] = dm
+    return {name: dm for name, dm in found.items() if not dm.removed}
 
 
 def _gap(listing: LogListing, version: int | None) -> str | None:

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from ..errors import CorruptLogError, DeltaOptimizeError, NotADeltaTableError, TableNotFoundError
 from . import log as _log
-from .actions import AddFile, Metadata, Protocol
+from .actions import AddFile, DomainMetadata, Metadata, Protocol
 from .file_table import FileTable, FileView, LogAdds, match_live, read_log_adds
 from .paths import check_log_path, data_file_location
 from .storage import LocalStorage, Storage, join, storage_for, table_uri
@@ -77,6 +77,14 @@ class Snapshot:
         """Schema fields that are stored in the data files (everything but partition columns)."""
         parts = set(self.partition_columns)
         return [f for f in self.schema["fields"] if f["name"] not in parts]
+
+    @cached_property
+    def domains(self) -> Mapping[str, DomainMetadata]:
+        """Live domain metadata (``delta.clustering``, ``delta.rowTracking``, ...), read on first use."""
+        features = set(self.protocol.writer_features or ())
+        if "domainMetadata" not in features:
+            return {}
+        return _log.read_domains(self.storage, self.location, self.version, _log.list_log(self.storage, self.location))
 
     def file_path(self, add_path: str) -> str:
         """Location of a file named in the log; a relative path must stay inside the table root."""
