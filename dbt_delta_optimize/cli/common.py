@@ -202,7 +202,6 @@ def storage_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--storage-option",
         "storage_option",
-        "use_remote",
         multiple=True,
         expose_value=False,
         callback=_parse_storage_options,
