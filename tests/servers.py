@@ -326,7 +326,7 @@ def spark_connect_server(work: str) -> Iterator[ConnectServer]:
     """
     if not os.path.exists(EXECUTOR_PYTHON):
         raise RuntimeError(f"the executors' Python is missing ({EXECUTOR_PYTHON}): run `make setup`.")
-    env = _spark_env(work)
+    env = {**_spark_env(work), "SPARK_DAEMON_MEMORY": "1g"}  # spark-submit sizes this server as a daemon
     port = free_port()
     warehouse = os.path.join(work, "warehouse")
     log = os.path.join(work, "connect.log")

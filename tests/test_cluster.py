@@ -56,6 +56,11 @@ def live_files(path: str) -> int:
     return len(DeltaTable(path).file_uris())
 
 
+def brief(text: str) -> str:
+    """Output without Java stack frames and INFO lines, for assertion messages."""
+    return "\n".join(x for x in text.splitlines() if " INFO " not in x and not x.lstrip().startswith("at "))[-4000:]
+
+
 def _client_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "MASTER")}
     env.update(PYTHONPATH=ROOT, COLUMNS="500", SPARK_HOME=spark_home(), **extra)
@@ -180,7 +185,7 @@ def test_spark_connect_python_api_and_dbt_server_method(connect_server, tmp_path
         text=True,
         timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, brief(proc.stderr)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (out["compact"]["numFilesRemoved"], out["compact"]["numFilesAdded"]) == (20, 4)
     assert rows(path) == before and live_files(path) == 4
@@ -205,7 +210,7 @@ def test_cli_remote(connect_server, tmp_path):
         text=True,
         timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, brief(proc.stderr)
     assert json.loads(proc.stdout)["numFilesAdded"] == 4 and rows(path) == before
     # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 2.
     proc = subprocess.run(

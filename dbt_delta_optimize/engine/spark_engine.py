@@ -79,14 +79,20 @@ class SparkEngine:
     def _range_partitions(self) -> int:
         from pyspark.sql import functions as F
 
-        row = self.spark.range(0, 1 << 16).select(F.max(F.spark_partition_id()).alias("p")).collect()[0]
-        return int(row["p"] or 0) + 1
+        # A range without a partition count gets the cluster's default parallelism (a JVM-only job).
+        return max(1, self.spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).distinct().count())
 
-    _UNSET = "\u0000unset"
+    #: Defaults no real setting has: Connect type-checks a default against the key (an int for int keys).
+    _UNSET = ("\u0000unset", "-1234567891")
 
     def _explicitly_set(self, key: str) -> bool:
         if self.connect:  # a key nobody set reads as the default given here
-            return self.spark.conf.get(key, self._UNSET) != self._UNSET
+            for marker in self._UNSET:
+                try:
+                    return bool(self.spark.conf.get(key, marker) != marker)
+                except Exception:  # the marker is not of the key's type: try the next
+                    continue
+            return True
         try:
             session: Any = self.spark  # py4j handle: classic sessions only
             return bool(session._jsparkSession.sessionState().conf().contains(key))
