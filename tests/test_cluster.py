@@ -222,3 +222,28 @@ def test_cli_remote(connect_server, tmp_path):
     )
     assert proc.returncode == 2 and proc.stderr.startswith("error: cannot reach the Spark Connect server"), proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_dbt_project_through_spark_connect(connect_server, tmp_path):
+    """dbt-spark's session method with SPARK_REMOTE: dbt's SQL and our hooks both run on the Connect server."""
+    project = os.path.join(ROOT, "integration_tests")
+    env = _client_env(
+        SPARK_REMOTE=connect_server.url,
+        DBT_PROFILES_DIR=project,
+        DBT_TARGET_PATH=str(tmp_path / "target"),
+        DBT_LOG_PATH=str(tmp_path / "logs"),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+    )
+    dbt = os.path.join(os.path.dirname(sys.executable), "dbt")
+    for args in (["deps"], ["seed", "--target", "connect"], ["run", "--target", "connect", "-s", "events_zordered"]):
+        proc = subprocess.run([dbt, *args], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, brief(proc.stdout + proc.stderr)
+    (record,) = json.loads((tmp_path / "target" / "delta_optimize_results.json").read_text())
+    assert record["status"] == "optimized" and record["files_before"] > record["files_after"] == 1, record
+    path = os.path.join(connect_server.warehouse, "ddo_it.db", "events_zordered")
+    (commit, *_) = DeltaTable(path).history()
+    assert commit["operation"] == "OPTIMIZE" and json.loads(commit["operationParameters"]["zOrderBy"]) == [
+        "user_id",
+        "amount",
+    ]
+    assert "Traceback" not in proc.stdout

@@ -150,6 +150,7 @@ def connect_session(url: str) -> SparkSession:
         raise SparkConnectError(
             f"'{url}' is not a Spark Connect address: write sc://host:port (as in --remote or SPARK_REMOTE)."
         )
+    _check_reachable(url)
     try:
         import pyspark.sql.connect.session  # noqa: F401 - checks the client's packages (grpcio, ...)
     except ImportError as exc:
@@ -170,6 +171,26 @@ def connect_session(url: str) -> SparkSession:
             "Check the address (--remote / SPARK_REMOTE) and that the server runs."
         ) from exc
     return session
+
+
+def _check_reachable(url: str, timeout: float = 10.0) -> None:
+    """Fail fast when nothing listens at the address (the Connect client retries for minutes)."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url.split(";", 1)[0].rstrip("/"))
+    host = parsed.hostname or "localhost"
+    try:
+        port = parsed.port or 15002
+    except ValueError as exc:
+        raise SparkConnectError(f"'{url}' has an invalid port: write sc://host:port.") from exc
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise SparkConnectError(
+            f"cannot reach the Spark Connect server at {url}: {exc.strerror or exc}. "
+            "Check the address (--remote / SPARK_REMOTE) and that the server runs."
+        ) from exc
 
 
 def use_this_python(session: SparkSession) -> None:
