@@ -245,6 +245,7 @@ def spark_standalone(work: str, *, cores: int = 2, memory: str = "1g") -> Iterat
     """A standalone master and one worker (``spark-class``, shipped with pyspark) on 127.0.0.1."""
     if not os.path.exists(EXECUTOR_PYTHON):
         raise RuntimeError(f"the executors' Python is missing ({EXECUTOR_PYTHON}): run `make setup`.")
+    os.makedirs(work, exist_ok=True)
     env = _spark_env(work)
     os.makedirs(env["SPARK_LOG_DIR"], exist_ok=True)
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
@@ -326,6 +327,7 @@ def spark_connect_server(work: str) -> Iterator[ConnectServer]:
     """
     if not os.path.exists(EXECUTOR_PYTHON):
         raise RuntimeError(f"the executors' Python is missing ({EXECUTOR_PYTHON}): run `make setup`.")
+    os.makedirs(work, exist_ok=True)
     env = {**_spark_env(work), "SPARK_DAEMON_MEMORY": "1g"}  # spark-submit sizes this server as a daemon
     port = free_port()
     warehouse = os.path.join(work, "warehouse")
