@@ -8,7 +8,9 @@ PYTEST_ARGS ?=
 
 .PHONY: setup jars demo lint test bench clean
 
-setup: $(VENV)/.installed $(JARS_DIR)/.resolved build-support/node_modules/.installed
+EXECUTOR_VENV := .venv-executor
+
+setup: $(VENV)/.installed $(JARS_DIR)/.resolved build-support/node_modules/.installed $(EXECUTOR_VENV)/.installed
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +29,15 @@ $(JARS_DIR)/.resolved: build-support/delta-jars.pom.xml | $(VENV)/bin/python
 	touch $@
 
 jars: $(JARS_DIR)/.resolved
+
+# The Python of the test cluster's executors: what a real cluster's executors have (pyarrow, numpy,
+# pandas, pinned to the main venv's versions), but NOT this package, which the engine must ship.
+$(EXECUTOR_VENV)/.installed: $(VENV)/.installed
+	rm -rf $(EXECUTOR_VENV)
+	$(PY) -m venv --without-pip $(EXECUTOR_VENV) || $(PYTHON) -m venv --without-pip $(EXECUTOR_VENV)
+	$(PY) -m pip --python $(EXECUTOR_VENV)/bin/python install -q \
+	    $$($(PY) -m pip list --format=freeze 2>/dev/null | grep -iE '^(pyarrow|numpy|pandas|python-dateutil|pytz|tzdata|six)==')
+	touch $@
 
 # Azurite (the Azure Blob Storage emulator) from the npm registry, for the object-store tests.
 build-support/node_modules/.installed: build-support/package.json build-support/package-lock.json
@@ -49,4 +60,4 @@ bench: setup
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(EXECUTOR_VENV) .pytest_cache build *.egg-info

@@ -21,6 +21,7 @@ __all__ = [
     "MetadataChangedError",
     "NotADeltaTableError",
     "ProtocolChangedError",
+    "SparkConnectError",
     "TableNotFoundError",
     "UnsafePathError",
     "UnsupportedFeatureError",
@@ -47,6 +48,10 @@ class InvalidPredicateError(InvalidArgumentError):
 
 class StorageAccessError(InvalidArgumentError):
     """An object store refused or could not be reached: credentials, endpoint, network, or a missing capability."""
+
+
+class SparkConnectError(InvalidArgumentError):
+    """A Spark Connect server (``sc://``) could not be used: a bad address, no server there, or no client packages."""
 
 
 class TableNotFoundError(DeltaOptimizeError):

@@ -16,7 +16,8 @@
     {% set result = bridge.run_model(res.node.schema ~ '.' ~ res.node.alias, settings, model=res.node.name,
                                      file_format=res.node.config.get('file_format'),
                                      invocation_id=invocation_id, target_path=flags.TARGET_PATH,
-      storage_options=var('delta_optimize_storage_options', none)) %}
+      storage_options=var('delta_optimize_storage_options', none),
+      spark_target=dbt_delta_optimize._delta_optimize_spark_target()) %}
     {% do dbt_delta_optimize._delta_optimize_report(result, settings.get('on_error', 'warn') if settings is mapping else 'warn') %}
   {% endfor %}
   {{ return('') }}

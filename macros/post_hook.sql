@@ -15,7 +15,8 @@
   {% set result = dbt_delta_optimize._delta_optimize_bridge().run_model(
       this.schema ~ '.' ~ this.identifier, settings, model=model.name, file_format=config.get('file_format'),
       invocation_id=invocation_id, target_path=flags.TARGET_PATH,
-      storage_options=var('delta_optimize_storage_options', none)) %}
+      storage_options=var('delta_optimize_storage_options', none),
+      spark_target=dbt_delta_optimize._delta_optimize_spark_target()) %}
   {% do dbt_delta_optimize._delta_optimize_report(result, settings.get('on_error', 'warn') if settings is mapping else 'warn') %}
   {{ return('') }}
 {% endmacro %}

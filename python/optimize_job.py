@@ -1,62 +1,72 @@
-"""Spark job entrypoint: the same OPTIMIZE run through ``spark-submit`` on a cluster.
+"""Spark job entrypoint: the ``dbt-delta-optimize`` CLI run through ``spark-submit`` on a cluster.
 
-    spark-submit --packages io.delta:delta-spark_4.2_2.13:4.4.0 \
-        --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
-        --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
-        python/optimize_job.py TABLE [--where EXPR]... [--zorder-by a,b] [--min-file-size 128m] ...
+    spark-submit --master spark://host:7077 \\
+        --jars "$(dbt-delta-optimize jars)" \\
+        --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \\
+        --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \\
+        python/optimize_job.py [optimize] TABLE [--where EXPR]... [--zorder-by a,b] [--curve hilbert] [--full]
+                               [--min-file-size 128m] [--storage-option KEY=VALUE]... [any other optimize option]
+    ... python/optimize_job.py auto-compact TABLE [--since-version V] [--min-num-files N] [--enable]
+    ... python/optimize_job.py --remote sc://host:15002 optimize TABLE ...   # through Spark Connect
 
-Prints the metrics as one JSON line on stdout; exits 2 on bad input, 1 on other failures.
+Every option of ``dbt-delta-optimize optimize`` and ``auto-compact`` works (see ``--help``);
+``-v``, ``--debug`` and ``--remote`` may stand anywhere. The session is the one spark-submit
+configured (its master, jars and confs), or a Spark Connect session with ``--remote`` or
+``$SPARK_REMOTE``. The driver needs this package installed (or in ``--py-files``); executors need
+only pyarrow: the package is shipped to them. Prints the metrics (or the plan) as JSON on stdout;
+exits 2 on bad input, 1 on other failures.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import sys
 
+COMMANDS = ("optimize", "auto-compact")
+_GLOBAL_FLAGS = ("-v", "-vv", "--verbose", "--debug")
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="optimize_job.py", description=__doc__.splitlines()[0])
-    parser.add_argument("table")
-    parser.add_argument("--where", action="append", default=[])
-    parser.add_argument("--zorder-by", default=None)
-    parser.add_argument("--min-file-size")
-    parser.add_argument("--max-file-size")
-    parser.add_argument("--max-threads", type=int)
-    parser.add_argument("--batch-size")
-    parser.add_argument("--dry-run", action="store_true")
-    args = parser.parse_args(argv)
 
-    from pyspark.sql import SparkSession
+def cli_args(argv: list[str]) -> list[str]:
+    """The CLI's arguments for the job's: global options first, ``optimize`` by default, ``--json`` added."""
+    globals_: list[str] = []
+    rest: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg in _GLOBAL_FLAGS:
+            globals_.append(arg)
+        elif arg == "--remote":
+            globals_ += [arg, next(it, "")]
+        elif arg.startswith("--remote="):
+            globals_.append(arg)
+        else:
+            rest.append(arg)
+    if not rest or rest[0] not in (*COMMANDS, "--help", "-h"):
+        rest.insert(0, "optimize")
+    if "--json" not in rest and not {"--help", "-h"} & set(rest):
+        rest.append("--json")
+    return [*globals_, *rest]
 
-    from dbt_delta_optimize.api import optimize
-    from dbt_delta_optimize.errors import (
-        DeltaOptimizeError,
-        InvalidArgumentError,
-        TableNotFoundError,
-        UnsupportedFeatureError,
-    )
 
-    overrides = {
-        k: v
-        for k, v in dict(
-            min_file_size=args.min_file_size,
-            max_file_size=args.max_file_size,
-            max_threads=args.max_threads,
-            batch_size=args.batch_size,
-        ).items()
-        if v is not None
-    }
-    zorder = [c.strip() for c in args.zorder_by.split(",") if c.strip()] if args.zorder_by else None
-    spark = SparkSession.builder.appName("dbt-delta-optimize").getOrCreate()
-    try:
-        result = optimize(spark, args.table, args.where, zorder, dry_run=args.dry_run, **overrides)
-    except DeltaOptimizeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, (InvalidArgumentError, TableNotFoundError, UnsupportedFeatureError)) else 1
-    print(json.dumps(result.to_dict(), default=str))
-    return 0
+def _remote(args: list[str]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "--remote" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--remote="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("SPARK_REMOTE")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = cli_args(list(sys.argv[1:] if argv is None else argv))
+    if not _remote(args) and "--help" not in args:
+        # The session spark-submit configured (master, jars, confs); the CLI then finds it running.
+        from pyspark.sql import SparkSession
+
+        SparkSession.builder.appName("dbt-delta-optimize").getOrCreate()
+    from dbt_delta_optimize.cli.main import main as cli_main
+
+    cli_main(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -46,3 +46,27 @@ def azure_server():
             yield server
     except RuntimeError as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory):
+    """A standalone Spark master + one worker (1g, 2 cores) whose executors' Python lacks this package."""
+    from tests.servers import spark_standalone
+
+    try:
+        with spark_standalone(str(tmp_path_factory.mktemp("standalone"))) as cluster:
+            yield cluster
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A Spark Connect server with Delta (local[2], 1g) whose Python workers lack this package."""
+    from tests.servers import spark_connect_server
+
+    try:
+        with spark_connect_server(str(tmp_path_factory.mktemp("connect"))) as server:
+            yield server
+    except RuntimeError as exc:
+        pytest.fail(str(exc))

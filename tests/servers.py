@@ -21,7 +21,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["AzureServer", "S3Server", "azurite", "free_port", "moto_s3"]
+__all__ = [
+    "EXECUTOR_PYTHON",
+    "AzureServer",
+    "ConnectServer",
+    "S3Server",
+    "StandaloneCluster",
+    "azurite",
+    "delta_confs",
+    "free_port",
+    "moto_s3",
+    "spark_connect_server",
+    "spark_home",
+    "spark_standalone",
+]
 
 
 def free_port() -> int:
@@ -162,3 +175,195 @@ def azurite() -> Iterator[AzureServer]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+# ---------------------------------------------------------------------------- Spark: standalone cluster, Connect
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The executors' Python: pyarrow, numpy and pandas, but NOT this package (`make setup` builds it).
+EXECUTOR_PYTHON = os.path.join(ROOT, ".venv-executor", "bin", "python")
+
+
+def spark_home() -> str:
+    import pyspark
+
+    return os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def _spark_env(work: str) -> dict[str, str]:
+    """An environment without this package on PYTHONPATH (executors must get it shipped), small daemons."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_REMOTE", "MASTER")}
+    env.update(
+        SPARK_HOME=spark_home(),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_DAEMON_MEMORY="256m",
+        SPARK_LOG_DIR=os.path.join(work, "logs"),
+        SPARK_WORKER_DIR=os.path.join(work, "worker"),
+        PYSPARK_PYTHON=EXECUTOR_PYTHON,
+    )
+    return env
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}; its log: {log}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.3)
+    raise RuntimeError(f"{what} did not listen on {port} within {timeout:.0f}s; its log: {log}")
+
+
+@dataclass(frozen=True)
+class StandaloneCluster:
+    master: str  #: spark://127.0.0.1:PORT
+    env: dict[str, str]  #: the environment the daemons run with (no PYTHONPATH)
+
+
+def _alive_workers(ui: str) -> int:
+    import json
+
+    try:
+        state = json.loads(urllib.request.urlopen(f"{ui}/json/", timeout=2).read())
+    except OSError:
+        return 0
+    return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+
+@contextmanager
+def spark_standalone(work: str, *, cores: int = 2, memory: str = "1g") -> Iterator[StandaloneCluster]:
+    """A standalone master and one worker (``spark-class``, shipped with pyspark) on 127.0.0.1."""
+    if not os.path.exists(EXECUTOR_PYTHON):
+        raise RuntimeError(f"the executors' Python is missing ({EXECUTOR_PYTHON}): run `make setup`.")
+    os.makedirs(work, exist_ok=True)
+    env = _spark_env(work)
+    os.makedirs(env["SPARK_LOG_DIR"], exist_ok=True)
+    spark_class = os.path.join(spark_home(), "bin", "spark-class")
+    port, ui, worker_ui = free_port(), free_port(), free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    logs = [os.path.join(work, "master.log"), os.path.join(work, "worker.log")]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        with open(logs[0], "wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.master.Master",
+                        *("--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)),
+                    ],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=work,
+                )
+            )
+        _wait_port(port, procs[0], "the Spark master", logs[0])
+        with open(logs[1], "wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        master_url,
+                        *("--host", "127.0.0.1", "--cores", str(cores), "--memory", memory),
+                        *("--webui-port", str(worker_ui), "--work-dir", env["SPARK_WORKER_DIR"]),
+                    ],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=work,
+                )
+            )
+        deadline = time.monotonic() + 120
+        while _alive_workers(f"http://127.0.0.1:{ui}") < 1:
+            if procs[1].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Spark worker did not register; its log: {logs[1]}")
+            time.sleep(0.3)
+        yield StandaloneCluster(master_url, env)
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+def delta_confs() -> list[str]:
+    """spark-submit arguments for Delta: its jars and the SQL extension and catalog."""
+    from dbt_delta_optimize.engine.session import delta_jars
+
+    jars = delta_jars()
+    if not jars:
+        raise RuntimeError("Delta's jars are missing: run `make setup`.")
+    return [
+        "--jars",
+        ",".join(jars),
+        "--conf",
+        "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
+        "--conf",
+        "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    ]
+
+
+@dataclass(frozen=True)
+class ConnectServer:
+    url: str  #: sc://127.0.0.1:PORT
+    warehouse: str  #: spark.sql.warehouse.dir of the server's catalog
+
+
+@contextmanager
+def spark_connect_server(work: str) -> Iterator[ConnectServer]:
+    """Spark Connect (``SparkConnectServer``, bundled with pyspark) with Delta, on 127.0.0.1.
+
+    Its Python workers run the executors' venv (no package): what our tasks need is shipped as artifacts.
+    """
+    if not os.path.exists(EXECUTOR_PYTHON):
+        raise RuntimeError(f"the executors' Python is missing ({EXECUTOR_PYTHON}): run `make setup`.")
+    os.makedirs(work, exist_ok=True)
+    env = {**_spark_env(work), "SPARK_DAEMON_MEMORY": "1g"}  # spark-submit sizes this server as a daemon
+    port = free_port()
+    warehouse = os.path.join(work, "warehouse")
+    log = os.path.join(work, "connect.log")
+    cmd = [
+        os.path.join(spark_home(), "bin", "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        "local[2]",
+        "--driver-memory",
+        "1g",
+        *delta_confs(),
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--conf",
+        f"spark.sql.warehouse.dir={warehouse}",
+        "--conf",
+        f"spark.driver.extraJavaOptions=-Dderby.system.home={work}",
+        "--conf",
+        f"spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={os.path.join(work, 'metastore_db')};create=true",
+        "--conf",
+        "spark.sql.catalogImplementation=hive",
+        "--conf",
+        f"spark.pyspark.python={EXECUTOR_PYTHON}",
+    ]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=work)
+    try:
+        _wait_port(port, proc, "the Spark Connect server", log)
+        yield ConnectServer(f"sc://127.0.0.1:{port}", warehouse)
+    finally:
+        _stop(proc)

@@ -92,9 +92,10 @@ def test_valid_settings_are_normalised():
 
 def test_skip_and_non_delta_are_skipped_without_touching_spark(tmp_path, monkeypatch):
     from dbt_delta_optimize.dbt import bridge as dbt_bridge
+    from dbt_delta_optimize.dbt.connection import SparkTarget
 
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path))
-    monkeypatch.setattr(dbt_bridge, "_spark", lambda: pytest.fail("Spark must not be needed to skip"))
+    monkeypatch.setattr(SparkTarget, "session", lambda self: pytest.fail("Spark must not be needed to skip"))
     b = dbt_bridge.Bridge()
     assert b.run_model("s.t", {"skip": True})["status"] == "skipped"
     assert b.run_model("s.t", {"mode": "never"})["status"] == "skipped"
@@ -162,10 +163,10 @@ def test_pre_hook_version_reaches_the_post_hook_of_the_same_invocation_only(tmp_
 
     table = str(tmp_path / "t")
     _write(table, 2)
-    monkeypatch.setattr(dbt_bridge, "_table_location", lambda name: (table, None))
+    monkeypatch.setattr(dbt_bridge, "_table_location", lambda name, spark: (table, None))
     seen: list = []
 
-    def auto_compact(location, since, settings):
+    def auto_compact(spark, location, since, settings):
         seen.append(since)
         return AutoCompactResult(location, "skipInsufficientFiles", "too few", since, (2,), (), ())
 
@@ -181,7 +182,7 @@ def test_pre_hook_version_reaches_the_post_hook_of_the_same_invocation_only(tmp_
     assert seen == [1] and r["status"] == "skipInsufficientFiles" and r["files_before"] == r["files_after"] == 3
     b.run_model("s.t", {}, invocation_id="inv-a", target_path=files.target_path)
     assert seen == [1, None]  # read once: without a pre-hook the latest commit is the trigger
-    monkeypatch.setattr(dbt_bridge, "_table_location", lambda name: (None, "skipped: missing"))
+    monkeypatch.setattr(dbt_bridge, "_table_location", lambda name, spark: (None, "skipped: missing"))
     b.record_version("s.new", invocation_id="inv-a", target_path=files.target_path)
     assert files.pop_version("s.new") == -1  # no table before the first build
 

@@ -30,6 +30,7 @@ __all__ = [
     "one_line",
     "run",
     "size_option",
+    "use_remote",
 ]
 
 #: The loggers the CLI configures: ours, and the chatty ones of the Spark client.
@@ -219,3 +220,27 @@ def table_storage(table: str) -> tuple[str, Any]:
 
     loc = location(table)
     return loc, storage_for(table_uri(loc), storage_options())
+
+
+def use_remote(url: str) -> Callable[[], None]:
+    """Every Spark session of this command is a Spark Connect session to ``url`` (``SPARK_REMOTE``).
+
+    The address is checked up front; the returned function restores the environment (for in-process runs).
+    """
+    from ..engine.session import REMOTE_ENV
+    from ..errors import SparkConnectError
+
+    if not url.startswith("sc://"):
+        raise click.BadParameter(
+            str(SparkConnectError(f"'{url}' is not a Spark Connect address: write sc://host:port."))
+        )
+    saved = os.environ.get(REMOTE_ENV)
+    os.environ[REMOTE_ENV] = url
+
+    def restore() -> None:
+        if saved is None:
+            os.environ.pop(REMOTE_ENV, None)
+        else:
+            os.environ[REMOTE_ENV] = saved
+
+    return restore

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from ..errors import DeltaOptimizeError
-from .common import BoundaryCommand, BoundaryGroup, CliState, configure_logging
+from .common import BoundaryCommand, BoundaryGroup, CliState, configure_logging, use_remote
 from .format import echo_json
 from .inspect import inspect_commands
 from .optimize import optimize_commands
@@ -22,11 +22,18 @@ __all__ = ["cli", "main"]
 @click.version_option(package_name="dbt-delta-optimize")
 @click.option("--debug", is_flag=True, help="Debug logs, and the full cause chain of an error.")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.option(
+    "--remote",
+    metavar="sc://HOST:PORT",
+    help="Run on a Spark Connect server instead of an embedded Spark (default: $SPARK_REMOTE).",
+)
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, verbose: int) -> None:
+def cli(ctx: click.Context, debug: bool, verbose: int, remote: str | None) -> None:
     """Compact and cluster Delta tables with delta-spark's semantics, committed safely."""
     ctx.obj = CliState(debug=debug, verbose=verbose)
     ctx.call_on_close(configure_logging(verbose, debug))
+    if remote:
+        ctx.call_on_close(use_remote(remote))
 
 
 @cli.command(cls=BoundaryCommand)

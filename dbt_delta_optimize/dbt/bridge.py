@@ -4,7 +4,8 @@ dbt imports every top-level ``dbt_*`` module on each invocation and instantiates
 its ``plugins`` list; ``initialize()`` then wraps ``dbt.context.base.get_context_modules`` (looked
 up at call time by the ``modules`` context property) to add one namespace: the methods of one
 ``Bridge`` per process. They take and return plain data (dbt's Jinja is sandboxed) and find
-dbt's own SparkSession with ``SparkSession.builder.getOrCreate()``.
+dbt's own SparkSession with ``SparkSession.builder.getOrCreate()`` (method ``session``), or a Spark
+Connect session for the server methods (``connection.SparkTarget``).
 
 The pre-hook hands the table version to the post-hook through a file under dbt's target path,
 keyed by the invocation id (``target_files``), not through process state; the bridge object only
@@ -13,17 +14,19 @@ holds the lock that serialises writes to those files across dbt's threads.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dbt.plugins.manager import dbtPlugin
 
 from . import target_files
+from .connection import SparkTarget
 from .settings import ModelSettings, parse_operation_args, parse_settings
 
 if TYPE_CHECKING:
@@ -36,17 +39,9 @@ __all__ = ["NAMESPACE", "RESULTS_FILE", "Bridge", "DeltaOptimizePlugin", "functi
 log = logging.getLogger(__name__)
 
 NAMESPACE = "delta_optimize"
+#: The Spark session of one call, started on first use (a skip never starts one).
+Spark = Callable[[], Any]
 RESULTS_FILE = target_files.RESULTS_FILE
-
-
-def _spark() -> Any:
-    from pyspark.sql import SparkSession
-
-    from ..engine.session import use_this_python
-
-    session = SparkSession.builder.getOrCreate()
-    use_this_python(session)
-    return session
 
 
 def _files(location: str, options: Mapping[str, str] | None) -> tuple[int, int]:
@@ -56,26 +51,26 @@ def _files(location: str, options: Mapping[str, str] | None) -> tuple[int, int]:
     return file_counts(location, storage=storage_for(table_uri(location), options))
 
 
-def _table_location(table: str) -> tuple[str | None, str | None]:
+def _table_location(table: str, spark: Spark) -> tuple[str | None, str | None]:
     """(location, None) for a Delta table; (None, note) for a missing or non-Delta one."""
     from ..engine.session import resolve_table
     from ..errors import NotADeltaTableError, TableNotFoundError
 
     try:
-        location: str = resolve_table(table, _spark())
+        location: str = resolve_table(table, spark())
         return location, None
     except (NotADeltaTableError, TableNotFoundError) as exc:
         return None, f"skipped: {exc}"
 
 
 def _delta_location(
-    record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None
+    record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None, spark: Spark
 ) -> str | None:
     """The table's location, or None after marking ``record`` skipped (non-Delta model, missing table)."""
     if file_format is not None and str(file_format).lower() != "delta":
         record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
         return None
-    location, note = _table_location(table)
+    location, note = _table_location(table, spark)
     if location is None:
         record.update(decision="skipped", status="skipped", reason=note)
         return None
@@ -85,11 +80,13 @@ def _delta_location(
 
 
 # ----------------------------------------------------------------------------- the API, called in one place each
-def _optimize(location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], s: ModelSettings) -> OptimizeMetrics:
+def _optimize(
+    spark: Spark, location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], s: ModelSettings
+) -> OptimizeMetrics:
     from ..api import optimize
 
     return optimize(
-        _spark(),
+        spark(),
         location,
         where=list(where),
         zorder_by=list(zorder_by),
@@ -102,18 +99,18 @@ def _optimize(location: str, where: tuple[str, ...], zorder_by: tuple[str, ...],
 
 
 def _plan(
-    location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], options: Mapping[str, str] | None
+    spark: Spark, location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], options: Mapping[str, str] | None
 ) -> OptimizePlan:
     from ..api import plan_optimize
 
-    return plan_optimize(_spark(), location, where=list(where), zorder_by=list(zorder_by), storage_options=options)
+    return plan_optimize(spark(), location, where=list(where), zorder_by=list(zorder_by), storage_options=options)
 
 
-def _auto_compact(location: str, since: int | None, s: ModelSettings) -> AutoCompactResult:
+def _auto_compact(spark: Spark, location: str, since: int | None, s: ModelSettings) -> AutoCompactResult:
     from ..api import auto_compact
 
     return auto_compact(
-        _spark(),
+        spark(),
         location,
         since if since is not None and since >= 0 else None,
         enabled=True,
@@ -170,6 +167,22 @@ class Bridge:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._told: set[str] = set()  #: invocations already told why the hooks skip (one line per run)
+
+    def _session(self, target: SparkTarget, record: dict[str, Any] | None, invocation: str) -> Spark | None:
+        """The Spark session for this call (started on first use), or None after marking ``record`` skipped.
+
+        None means a server method (thrift, http, odbc) without a Spark Connect address: the reason
+        is logged once per invocation; later records of the same run are ``quiet``.
+        """
+        if target.usable:
+            return functools.cache(target.session)
+        if record is not None:
+            with self._lock:
+                quiet = invocation in self._told
+                self._told.add(invocation)
+            record.update(decision="skipped", status="skipped", reason=target.skip_reason(), quiet=quiet)
+        return None
 
     def files(self, invocation_id: str | None = None, target_path: str | None = None) -> target_files.InvocationFiles:
         """The results and pre-hook files of an invocation (this process's lock guards them)."""
@@ -177,12 +190,20 @@ class Bridge:
             target_files.target_path(target_path), target_files.invocation_id(invocation_id), self._lock
         )
 
-    def record_version(self, table: str, *, invocation_id: str | None = None, target_path: str | None = None) -> str:
+    def record_version(
+        self,
+        table: str,
+        *,
+        invocation_id: str | None = None,
+        target_path: str | None = None,
+        spark_target: Any = None,
+    ) -> str:
         """Pre-hook: save the table's version before the model writes (auto compaction looks after it)."""
         from ..delta.snapshot import latest_version
 
         try:
-            location, _ = _table_location(table)
+            target = SparkTarget.parse(spark_target)
+            location, _ = _table_location(table, target.session) if target.usable else (None, None)
             version = latest_version(location) if location else -1
         except Exception as exc:  # the model must not fail because the pre-hook could not look
             log.debug("pre-hook of %s could not read the table version: %s", table, exc)
@@ -203,6 +224,7 @@ class Bridge:
         invocation_id: str | None = None,
         target_path: str | None = None,
         storage_options: Any = None,
+        spark_target: Any = None,
     ) -> dict[str, Any]:
         """Post-hook body: auto compaction (default) or a full OPTIMIZE of one model's table, per its settings.
 
@@ -222,22 +244,24 @@ class Bridge:
             if s.skip or s.mode == "never":
                 record.update(decision="skipped", status="skipped", reason="meta.delta_optimize skip/never")
             else:
-                self._model(record, table, file_format, s, since)
+                spark = self._session(SparkTarget.parse(spark_target), record, files.invocation_id)
+                if spark is not None:
+                    self._model(spark, record, table, file_format, s, since)
         except Exception as exc:  # the model must not fail because compaction did (unless on_error: fail)
             _failed(record, exc)
         return self._finish(files, record, t0)
 
     @staticmethod
     def _model(
-        record: dict[str, Any], table: str, file_format: str | None, s: ModelSettings, since: int | None
+        spark: Spark, record: dict[str, Any], table: str, file_format: str | None, s: ModelSettings, since: int | None
     ) -> None:
-        location = _delta_location(record, table, file_format, s.storage_options)
+        location = _delta_location(record, table, file_format, s.storage_options, spark)
         if location is None:
             return
         if s.mode == "optimize":
-            wrote = _optimized(record, _optimize(location, s.where, s.zorder_by, s))
+            wrote = _optimized(record, _optimize(spark, location, s.where, s.zorder_by, s))
         else:
-            wrote = _auto_compacted(record, _auto_compact(location, since, s))
+            wrote = _auto_compacted(record, _auto_compact(spark, location, since, s))
         _files_after(record, location, wrote, s.storage_options)
 
     def run_operation(
@@ -252,6 +276,7 @@ class Bridge:
         invocation_id: str | None = None,
         target_path: str | None = None,
         storage_options: Any = None,
+        spark_target: Any = None,
     ) -> dict[str, Any]:
         """``dbt run-operation optimize`` body for one table: a full OPTIMIZE (or its plan, with dry_run)."""
         t0 = time.perf_counter()
@@ -260,14 +285,17 @@ class Bridge:
         try:
             args = parse_operation_args(where, zorder_by, dry_run, storage_options)
             options = args.storage_options
-            location = _delta_location(record, table, file_format, options)
-            if location is not None and args.dry_run:
-                plan = _plan(location, args.where, args.zorder_by, options)
+            spark = self._session(SparkTarget.parse(spark_target), record, files.invocation_id)
+            location = None if spark is None else _delta_location(record, table, file_format, options, spark)
+            if location is None or spark is None:
+                pass
+            elif args.dry_run:
+                plan = _plan(spark, location, args.where, args.zorder_by, options)
                 record.update(decision="plan", status="planned", plan=plan.summary())
                 _files_after(record, location, False, options)
-            elif location is not None:
+            else:
                 settings = ModelSettings(storage_options=options)
-                wrote = _optimized(record, _optimize(location, args.where, args.zorder_by, settings))
+                wrote = _optimized(record, _optimize(spark, location, args.where, args.zorder_by, settings))
                 _files_after(record, location, wrote, options)
         except Exception as exc:
             _failed(record, exc)

@@ -116,7 +116,7 @@ class BinRewriter:
 
             write_store_files(df, staging, self._store, self.engine.parquet_codec)
             return
-        df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
+        df.write.option("maxRecordsPerFile", 0).mode("error").parquet(staging)  # "error": Connect knows no alias
 
     def _arrow(self, b: Bin) -> tuple[AddFile, ...] | None:
         """One Spark task streams the bin through Arrow into its final place; None means use Spark instead."""

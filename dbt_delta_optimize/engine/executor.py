@@ -106,6 +106,8 @@ class OptimizeExecutor:
         cleaned = clean_debris(snap.storage, snap.location)
         if cleaned.removed:
             log.info("removed what earlier killed runs left in %s: %s", snap.location, cleaned.to_dict())
+        if plan.bins:
+            self.engine.prepare_python_tasks()  # a cluster's executors get this package before the first task
         journal = RunJournal(snap.storage, snap.location, read_version=snap.version)
         rewriter = BinRewriter(self.engine, snap, plan, journal, self.operation_timestamp)
         progress = _Progress(self.progress, len(plan.bins), plan.bytes_to_rewrite)

@@ -13,14 +13,16 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
+from ..errors import InvalidArgumentError, NotADeltaTableError, SparkConnectError, TableNotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
     "DELTA_JVM_VERSION",
+    "REMOTE_ENV",
     "conf_getter",
+    "connect_session",
     "delta_jars",
     "delta_maven_coordinate",
     "get_spark",
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 #: delta-spark version whose jars we load. Maven Central's newest delta-spark_4.2_2.13 is 4.4.0.
 DELTA_JVM_VERSION = "4.4.0"
 JARS_ENV = "DBT_DELTA_OPTIMIZE_JARS"
+#: PySpark's own variable for a Spark Connect address (``sc://host:port``).
+REMOTE_ENV = "SPARK_REMOTE"
 HOME_ENV = "DBT_DELTA_OPTIMIZE_HOME"
 
 
@@ -107,10 +111,18 @@ def get_spark(
     app_name: str = "dbt-delta-optimize",
     catalog: str = "hive",
     conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
-    """Return the session to use: the one handed in, else the running one (dbt's), else a new embedded one."""
+    """Return the session to use: the one handed in, else the running one (dbt's), else a new embedded one.
+
+    ``remote`` (or ``$SPARK_REMOTE``), an ``sc://host:port`` address, gives a Spark Connect session
+    instead of the embedded one; no local JVM is started then.
+    """
     if spark is not None:
         return spark
+    url = remote or os.environ.get(REMOTE_ENV)
+    if url:
+        return connect_session(url)
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -130,6 +142,55 @@ def get_spark(
     session.sparkContext.setLogLevel("ERROR")
     use_this_python(session)
     return session
+
+
+def connect_session(url: str) -> SparkSession:
+    """A Spark Connect session to ``url`` (``sc://host:port``), checked to answer; a clear error if not."""
+    if not url.startswith("sc://"):
+        raise SparkConnectError(
+            f"'{url}' is not a Spark Connect address: write sc://host:port (as in --remote or SPARK_REMOTE)."
+        )
+    _check_reachable(url)
+    try:
+        import pyspark.sql.connect.session  # noqa: F401 - checks the client's packages (grpcio, ...)
+    except ImportError as exc:
+        raise SparkConnectError(
+            f"Spark Connect needs the client packages of pyspark[connect] ({str(exc).strip().splitlines()[0]}): "
+            "pip install 'pyspark[connect]'."
+        ) from exc
+    from pyspark.sql import SparkSession
+
+    # Through the classic builder: it also switches pyspark.sql.functions to Connect for this process.
+    session = SparkSession.builder.remote(url).getOrCreate()
+    try:
+        session.version  # noqa: B018 - one round trip: is there a server?
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkConnectError(
+            f"cannot reach the Spark Connect server at {url}: {first}. "
+            "Check the address (--remote / SPARK_REMOTE) and that the server runs."
+        ) from exc
+    return session
+
+
+def _check_reachable(url: str, timeout: float = 10.0) -> None:
+    """Fail fast when nothing listens at the address (the Connect client retries for minutes)."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url.split(";", 1)[0].rstrip("/"))
+    host = parsed.hostname or "localhost"
+    try:
+        port = parsed.port or 15002
+    except ValueError as exc:
+        raise SparkConnectError(f"'{url}' has an invalid port: write sc://host:port.") from exc
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise SparkConnectError(
+            f"cannot reach the Spark Connect server at {url}: {exc.strerror or exc}. "
+            "Check the address (--remote / SPARK_REMOTE) and that the server runs."
+        ) from exc
 
 
 def use_this_python(session: SparkSession) -> None:
@@ -217,7 +278,13 @@ def _session_catalog_lookup(table: str, spark: SparkSession) -> tuple[str, str] 
     anything else: Spark Connect, other catalogs, path-based entries without a location.
     """
     parts = [p.strip("`") for p in table.split(".")]
+    if len(parts) == 3 and parts[0].lower() == "spark_catalog":
+        parts = parts[1:]  # the session catalog's three-part name
     if len(parts) > 2:
+        return None
+    from .python_tasks import is_connect
+
+    if is_connect(spark):
         return None
     try:
         session: Any = spark  # py4j handles: classic sessions only (Connect falls back below)

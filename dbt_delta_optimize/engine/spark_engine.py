@@ -6,17 +6,27 @@ parallel threads on one session, so the first thread in sets a default the user 
 the last one out unsets it; a value the user set is never touched. Two calls on one session
 each have their own engine: the second sees the first's value as set and leaves it alone, so an
 overlap can only cost speed (a default unset early), never change results.
+
+Classic sessions and Spark Connect sessions (``sc://``) are both served: jobs are grouped by a job
+group (classic) or an operation tag (Connect), one task runs through the RDD API (classic, the fast
+path) or a one-row ``mapInArrow`` frame (Connect), and py4j is only used where it is there. Before
+the first Python task the package is shipped to the executors (``python_tasks``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from .python_tasks import SHIP_KEY, is_connect, needs_package, run_task_frame, run_task_rdd, ship_package
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 __all__ = ["HUGE_METHOD_KEY", "LISTING_THRESHOLD_KEY", "SparkEngine"]
 
@@ -34,6 +44,9 @@ class SparkEngine:
         self.spark = spark
         self._lock = threading.Lock()
         self._scoped: dict[str, tuple[int, bool]] = {}  # key -> (users, we set it)
+        self.connect = is_connect(spark)  #: a Spark Connect session: no SparkContext, no py4j
+        self._parallelism: int | None = None
+        self._package_ready = False
 
     # ------------------------------------------------------------------ settings
     def conf(self, key: str) -> str | None:
@@ -54,13 +67,36 @@ class SparkEngine:
 
     @property
     def default_parallelism(self) -> int:
-        return int(self.spark.sparkContext.defaultParallelism)
+        """The cluster's default parallelism (Connect: the conf, else the partitions of a default range)."""
+        if self._parallelism is None:
+            if not self.connect:
+                self._parallelism = int(self.spark.sparkContext.defaultParallelism)
+            else:
+                conf = self.conf("spark.default.parallelism")
+                self._parallelism = int(conf) if conf else self._range_partitions()
+        return self._parallelism
+
+    def _range_partitions(self) -> int:
+        from pyspark.sql import functions as F
+
+        # A range without a partition count gets the cluster's default parallelism (a JVM-only job).
+        return max(1, self.spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).distinct().count())
+
+    #: Defaults no real setting has: Connect type-checks a default against the key (an int for int keys).
+    _UNSET = ("\u0000unset", "-1234567891")
 
     def _explicitly_set(self, key: str) -> bool:
+        if self.connect:  # a key nobody set reads as the default given here
+            for marker in self._UNSET:
+                try:
+                    return bool(self.spark.conf.get(key, marker) != marker)
+                except Exception:  # the marker is not of the key's type: try the next
+                    continue
+            return True
         try:
             session: Any = self.spark  # py4j handle: classic sessions only
             return bool(session._jsparkSession.sessionState().conf().contains(key))
-        except Exception:  # no JVM handle (Spark Connect): treat as set, so we never override it
+        except Exception:  # no JVM handle: treat as set, so we never override it
             return True
 
     @contextmanager
@@ -96,6 +132,14 @@ class SparkEngine:
     # ------------------------------------------------------------------ jobs
     @contextmanager
     def job_group(self, group: str, description: str) -> Iterator[None]:
+        """This thread's Spark work belongs to ``group`` while inside (a job group, or a Connect tag)."""
+        if self.connect:
+            self.spark.addTag(group)
+            try:
+                yield
+            finally:
+                self.spark.removeTag(group)
+            return
         sc = self.spark.sparkContext
         sc.setJobGroup(group, description, interruptOnCancel=True)
         try:
@@ -105,10 +149,15 @@ class SparkEngine:
             sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
     def cancel(self, group: str) -> None:
+        if self.connect:
+            self.spark.interruptTag(group)
+            return
         self.spark.sparkContext.cancelJobGroup(group)
 
     def scheduled_tasks(self, group: str) -> int:
-        """Tasks the group's jobs scheduled (best effort: 0 when status tracking is unavailable)."""
+        """Tasks the group's jobs scheduled (best effort: 0 when status tracking is unavailable, as on Connect)."""
+        if self.connect:
+            return 0
         try:
             tracker = self.spark.sparkContext.statusTracker()
             total = 0
@@ -121,9 +170,33 @@ class SparkEngine:
         except Exception:
             return 0
 
+    def prepare_python_tasks(self) -> None:
+        """Ship this package to the executors once, when they may not have it (``python_tasks``)."""
+        with self._lock:
+            if self._package_ready:
+                return
+            if needs_package(self.spark, self.conf(SHIP_KEY)):
+                path = ship_package(self.spark)
+                log.info("shipped %s to the executors", path)
+            self._package_ready = True
+
     def run_task(self, fn: Callable[[Any], Any], spec: Any) -> Any:
-        """Run ``fn(spec)`` as one Spark task on an executor and return its result."""
-        return self.spark.sparkContext.parallelize([spec], 1).map(fn).collect()[0]
+        """Run ``fn(spec)`` as one Spark task on an executor and return its result.
+
+        ``fn`` must be importable (a module-level function of this package); its result plain data.
+        """
+        self.prepare_python_tasks()
+        run = run_task_frame if self.connect else run_task_rdd
+        out = run(self.spark, fn, spec)
+        log.info(
+            "task %s ran in %s on %s (pid %s), package from %s",
+            fn.__name__,
+            out["python"],
+            out["host"],
+            out["pid"],
+            out["package"],
+        )
+        return out["result"]
 
     def read_parquet(self, paths: list[str], fields: list[dict[str, Any]]) -> DataFrame:
         """The files as one DataFrame with the table's data schema (missing columns read as null)."""

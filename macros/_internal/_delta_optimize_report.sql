@@ -6,7 +6,7 @@
     {% else %}
       {{ exceptions.warn(result.line) }}
     {% endif %}
-  {% else %}
+  {% elif not result.get('quiet') %}
     {{ log(result.line, info=true) }}
   {% endif %}
 {% endmacro %}

@@ -1,0 +1,249 @@
+"""Real clusters: spark-submit on a standalone master + worker, and Spark Connect, both started by the tests.
+
+The executors (and the Connect server's Python workers) run ``.venv-executor``: pyarrow, numpy and
+pandas, but not this package. The Arrow rewrite must still run there, because the package is
+shipped; each task logs the interpreter it ran in and where the package came from.
+
+Connect clients run in subprocesses: creating one switches PySpark into Connect mode for the whole
+process, which the in-process classic ``spark`` fixture of the other tests must not see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from tests.servers import EXECUTOR_PYTHON, ROOT, delta_confs, spark_home
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+JOB = os.path.join(ROOT, "python", "optimize_job.py")
+FALLBACK = "instead of Arrow"
+
+
+def small_files_table(path: str, appends: int = 5) -> None:
+    """4 partitions x ``appends`` files: 20 small files by default."""
+    for i in range(appends):
+        n = 200
+        write_deltalake(
+            path,
+            pa.table(
+                {
+                    "id": pa.array(range(i * n, (i + 1) * n), pa.int64()),
+                    "x": pa.array([(k * 7919) % 1000 / 10 for k in range(n)], pa.float64()),
+                    "y": pa.array([(k * 104729) % 997 for k in range(n)], pa.int64()),
+                    "p": pa.array([f"p{k % 4}" for k in range(n)]),
+                }
+            ),
+            partition_by=["p"],
+            mode="append",
+        )
+
+
+def rows(path: str) -> list[tuple]:
+    t = DeltaTable(path).to_pyarrow_table()
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "x", "y", "p"))))
+
+
+def live_files(path: str) -> int:
+    return len(DeltaTable(path).file_uris())
+
+
+def brief(text: str) -> str:
+    """Output without Java stack frames and INFO lines, for assertion messages."""
+    return "\n".join(x for x in text.splitlines() if " INFO " not in x and not x.lstrip().startswith("at "))[-4000:]
+
+
+def _client_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "MASTER")}
+    env.update(PYTHONPATH=ROOT, COLUMNS="500", SPARK_HOME=spark_home(), **extra)
+    return env
+
+
+def job_json(out: str) -> dict:
+    """The JSON the job printed (spark-submit sends the Python driver's stderr to stdout too, logs first)."""
+    lines = out.splitlines()
+    start = lines.index("{")
+    return json.loads("\n".join(lines[start : lines.index("}", start) + 1]))
+
+
+def submit(cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """``spark-submit python/optimize_job.py ARGS`` on the standalone cluster (driver: this venv; logs on stdout)."""
+    cmd = [
+        os.path.join(spark_home(), "bin", "spark-submit"),
+        *("--master", cluster.master, "--driver-memory", "512m", "--executor-memory", "512m"),
+        *("--conf", "spark.cores.max=2", "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN"),
+        *(
+            "--conf",
+            f"spark.pyspark.python={EXECUTOR_PYTHON}",
+            "--conf",
+            f"spark.pyspark.driver.python={sys.executable}",
+        ),
+        *delta_confs(),
+        JOB,
+        *args,
+    ]
+    proc = subprocess.run(cmd, env=_client_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (
+        proc.stdout[-2000:] + "\n".join(x for x in proc.stderr.splitlines() if " INFO " not in x)[-3000:]
+    )
+    return proc
+
+
+def test_spark_submit_compacts_and_zorders_with_arrow_on_executors_without_the_package(standalone_cluster, tmp_path):
+    path = str(tmp_path / "events")
+    small_files_table(path)
+    before = rows(path)
+    assert live_files(path) == 20
+
+    proc = submit(standalone_cluster, "-v", path)
+    metrics = job_json(proc.stdout)
+    assert (metrics["numFilesRemoved"], metrics["numFilesAdded"]) == (20, 4)
+    assert FALLBACK not in proc.stdout + proc.stderr
+    # The executor's marker: its interpreter, and the package imported from the zip this run shipped.
+    ran = [line for line in proc.stdout.splitlines() if "task rewrite_bin_task ran in" in line]
+    assert len(ran) == 4, proc.stdout[-3000:]
+    assert all(EXECUTOR_PYTHON in line and "package from" in line for line in ran), ran
+    assert "dbt_delta_optimize-0.1.0-" in proc.stdout and ".zip/dbt_delta_optimize/engine/rewrite.py" in proc.stdout
+    assert live_files(path) == 4 and rows(path) == before
+
+    proc = submit(standalone_cluster, path, "--zorder-by", "x,y", "--curve", "hilbert", "--full")
+    metrics = job_json(proc.stdout)
+    assert metrics["numFilesRemoved"] == 4 and metrics["zOrderStats"] is not None
+    assert FALLBACK not in proc.stdout + proc.stderr
+    assert rows(path) == before
+    (last, *_) = DeltaTable(path).history()
+    assert last["operation"] == "OPTIMIZE" and json.loads(last["operationParameters"]["zOrderBy"]) == ["x", "y"]
+
+
+def test_optimize_job_passes_every_cli_option():
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    try:
+        from optimize_job import cli_args
+    finally:
+        sys.path.pop(0)
+    assert cli_args(["t", "--zorder-by", "a", "-v", "--remote", "sc://h:1"]) == [
+        "-v",
+        "--remote",
+        "sc://h:1",
+        "optimize",
+        "t",
+        "--zorder-by",
+        "a",
+        "--json",
+    ]
+    assert cli_args(["auto-compact", "t", "--enable", "--storage-option", "K=V"]) == [
+        "auto-compact",
+        "t",
+        "--enable",
+        "--storage-option",
+        "K=V",
+        "--json",
+    ]
+
+
+CONNECT_SCRIPT = textwrap.dedent(
+    """
+    import json, logging, sys
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s %(message)s")
+    logging.getLogger("dbt_delta_optimize").setLevel(logging.INFO)
+    from dbt_delta_optimize import get_spark, optimize
+    from dbt_delta_optimize.dbt.bridge import Bridge
+
+    url, path, zpath, target = sys.argv[1:5]
+    spark = get_spark(remote=url)
+    assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+    out = {"compact": optimize(spark, path).to_dict()}
+    spark.sql(f"CREATE TABLE spark_catalog.default.zt USING delta LOCATION '{zpath}'")
+    out["zorder"] = optimize(spark, "spark_catalog.default.zt", zorder_by=["x", "y"]).to_dict()
+    # dbt on a server method (thrift): the hook runs through Spark Connect, with a three-part name.
+    out["thrift"] = Bridge().run_operation(
+        "spark_catalog.default.zt", zorder_by=["y"], invocation_id="inv", target_path=target,
+        spark_target={"method": "thrift", "remote": url},
+    )
+    print(json.dumps(out))
+    """
+)
+
+
+def test_spark_connect_python_api_and_dbt_server_method(connect_server, tmp_path):
+    path, zpath = str(tmp_path / "events"), str(tmp_path / "zt")
+    small_files_table(path)
+    small_files_table(zpath, appends=2)
+    before, zbefore = rows(path), rows(zpath)
+    proc = subprocess.run(
+        [sys.executable, "-c", CONNECT_SCRIPT, connect_server.url, path, zpath, str(tmp_path / "target")],
+        env=_client_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, brief(proc.stderr)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (out["compact"]["numFilesRemoved"], out["compact"]["numFilesAdded"]) == (20, 4)
+    assert rows(path) == before and live_files(path) == 4
+    assert FALLBACK not in proc.stderr
+    ran = [line for line in proc.stderr.splitlines() if "task rewrite_bin_task ran in" in line]
+    assert len(ran) == 4 and all(EXECUTOR_PYTHON in line for line in ran), proc.stderr[-3000:]
+    assert out["zorder"]["numFilesRemoved"] == 8 and out["zorder"]["zOrderStats"] is not None
+    thrift = out["thrift"]
+    assert thrift["status"] == "optimized" and thrift["location"].rstrip("/").endswith("zt"), thrift
+    assert rows(zpath) == zbefore
+
+
+def test_cli_remote(connect_server, tmp_path):
+    path = str(tmp_path / "events")
+    small_files_table(path, appends=2)
+    before = rows(path)
+    cli = os.path.join(os.path.dirname(sys.executable), "dbt-delta-optimize")
+    proc = subprocess.run(
+        [cli, "--remote", connect_server.url, "optimize", path, "--json"],
+        env=_client_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, brief(proc.stderr)
+    assert json.loads(proc.stdout)["numFilesAdded"] == 4 and rows(path) == before
+    # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 2.
+    proc = subprocess.run(
+        [cli, "optimize", path, "--json"],
+        env=_client_env(SPARK_REMOTE="sc://127.0.0.1:9"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("error: cannot reach the Spark Connect server"), proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_dbt_project_through_spark_connect(connect_server, tmp_path):
+    """dbt-spark's session method with SPARK_REMOTE: dbt's SQL and our hooks both run on the Connect server."""
+    project = os.path.join(ROOT, "integration_tests")
+    env = _client_env(
+        SPARK_REMOTE=connect_server.url,
+        DBT_PROFILES_DIR=project,
+        DBT_TARGET_PATH=str(tmp_path / "target"),
+        DBT_LOG_PATH=str(tmp_path / "logs"),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+    )
+    dbt = os.path.join(os.path.dirname(sys.executable), "dbt")
+    for args in (["deps"], ["seed", "--target", "connect"], ["run", "--target", "connect", "-s", "events_zordered"]):
+        proc = subprocess.run([dbt, *args], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, brief(proc.stdout + proc.stderr)
+    (record,) = json.loads((tmp_path / "target" / "delta_optimize_results.json").read_text())
+    assert record["status"] == "optimized" and record["files_before"] > record["files_after"] == 1, record
+    path = os.path.join(connect_server.warehouse, "ddo_it.db", "events_zordered")
+    (commit, *_) = DeltaTable(path).history()
+    assert commit["operation"] == "OPTIMIZE" and json.loads(commit["operationParameters"]["zOrderBy"]) == [
+        "user_id",
+        "amount",
+    ]
+    assert "Traceback" not in proc.stdout
