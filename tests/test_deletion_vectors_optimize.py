@@ -243,3 +243,26 @@ def test_dv_table_on_s3_through_the_arrow_store_path(spark, s3_server, tmp_path,
         assert not dv_files(url) and rows_deltars(url) == expected
     assert DeltaTable(url).history(2)[1]["operationMetrics"]["numDeletionVectorsRemoved"] == str(len(before_dvs))
     assert CliRunner().invoke(cli, ["validate", url]).exit_code == 0
+
+
+def test_auto_compaction_runs_on_dv_files(spark, dv_table, tmp_path):
+    """No file is smaller than the threshold on disk, but DV files are by their live bytes: AC compacts them."""
+    from dbt_delta_optimize.api import auto_compact
+
+    p = _copy(dv_table, tmp_path / "ac")
+    snap = load_snapshot(p)
+    threshold = min(f.size for f in snap.files)
+    expected = rows_spark(spark, p)
+    before_dvs = dv_files(p)
+    operations = {
+        v: [a["commitInfo"]["operation"] for a in read_commit(p, v) if "commitInfo" in a] for v in log_versions(p)
+    }
+    delete_version = next(v for v, ops in operations.items() if ops == ["DELETE"])
+    r = auto_compact(
+        spark, p, delete_version, enabled=True, min_num_files=2, min_file_size=threshold, max_file_size=10**9
+    )
+    assert r.status == "runOnModifiedPartitions" and r.metrics is not None, r.reason
+    assert r.metrics.deletion_vector_stats is not None
+    assert rows_spark(spark, p) == expected and rows_deltars(p) == expected
+    assert len(dv_files(p)) < len(before_dvs)
+    assert validate_commit(p, log_versions(p)[-1]).ok
