@@ -33,6 +33,8 @@ _LAZY = {
     "load_snapshot": "delta.snapshot",
     "optimize": "api",
     "plan_optimize": "api",
+    "plan_purge": "purge",
+    "purge": "purge",
     "read_commits": "delta.snapshot",
     "validate_actions": "inspect.validate",
     "validate_commit": "inspect.validate",
@@ -63,6 +65,8 @@ __all__ = [
     "load_snapshot",
     "optimize",
     "plan_optimize",
+    "plan_purge",
+    "purge",
     "read_commits",
     "validate_actions",
     "validate_commit",
@@ -82,6 +86,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .plan.config import OptimizeConfig, OptimizeOptions
     from .plan.metrics import OptimizeMetrics
     from .plan.planner import OptimizePlan
+    from .purge import plan_purge, purge
 
 
 def __getattr__(name: str) -> Any:

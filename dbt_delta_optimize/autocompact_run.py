@@ -158,7 +158,14 @@ class AutoCompactRun:
         part_cols = [actions.column(f"partition.{c}").to_pylist() for c in columns]
         keys = list(zip(*part_cols)) if columns else [()] * len(paths)
         touched = {k for p, k in zip(paths, keys) if unquote(p) in added}
-        self.decision = decide(list(zip(keys, actions.column("size_bytes").to_pylist())), touched, columns, self.config)
+        sizes = actions.column("size_bytes").to_pylist()
+        if "deletionVectors" in (dt.protocol().writer_features or ()):  # count DV files by their live bytes
+            from .delta.snapshot import load_snapshot
+            from .plan.autocompact import logical_sizes
+
+            live = logical_sizes(load_snapshot(self.location, storage=self.storage))
+            sizes = [live.get(unquote(p), s) for p, s in zip(paths, sizes)]
+        self.decision = decide(list(zip(keys, sizes)), touched, columns, self.config)
         self.decision_ms = (time.perf_counter() - self.t0) * 1000
         if not self.decision.run:
             return self.result(self.decision.status, self.decision.reason)

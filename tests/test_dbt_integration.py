@@ -97,7 +97,7 @@ def test_dbt_package_end_to_end(env):
     # Run 1: every macro path in one `dbt run`.
     out = dbt(env, "run", "--vars", "{batch: 0}")
     first = {r["table"]: r for r in results(env)}
-    assert len(first) == 5 and {r["invocation_id"] for r in first.values()} == {invocation_id(env)}
+    assert len(first) == 6 and {r["invocation_id"] for r in first.values()} == {invocation_id(env)}
     assert "delta_optimize ddo_it.events_view" not in out and "ddo_it.events_view" not in first  # views: silent
     pre_hook = json.loads((env["work"] / "target" / "delta_optimize_versions.json").read_text())
     assert pre_hook == {"invocation_id": invocation_id(env), "versions": {}}  # every saved version was used
@@ -119,6 +119,7 @@ def test_dbt_package_end_to_end(env):
         and files_per_partition(table(env, "skipped_model"))[None] > 1
     )
     assert DeltaTable(table(env, "events_zordered")).to_pyarrow_table().num_rows == n
+    _purge_through_run_operation(env, n)
 
     # Run 2: the incremental model's partitions now hold enough small files: auto compaction, auto=true.
     dbt(env, "run", "-s", "events_incremental", "--vars", "{batch: 1}")
@@ -182,3 +183,23 @@ def test_dbt_package_end_to_end(env):
     assert third["status"] == "runOnModifiedPartitions" and third["invocation_id"] != last["invocation_id"]
     assert set(files_per_partition(inc).values()) == {1}
     assert DeltaTable(inc).to_pyarrow_table().num_rows == 5 * n
+
+
+def _purge_through_run_operation(env, n: int) -> None:
+    """events_dv's post-hook left deletion vectors; run-operation purge rewrites those files without them."""
+    from dbt_delta_optimize.delta.snapshot import load_snapshot
+
+    dv = table(env, "events_dv")
+    before = load_snapshot(dv)
+    assert any(f.deletion_vector is not None for f in before.files)
+    deleted = sum(f.deletion_vector.cardinality for f in before.files if f.deletion_vector is not None)
+    assert deleted > 0
+    dbt(env, "run-operation", "purge", "--args", "{select: events_dv, dry_run: true}")
+    assert load_snapshot(dv).version == before.version
+    out = dbt(env, "run-operation", "purge", "--args", "{select: events_dv}")
+    assert "delta_optimize ddo_it.events_dv: purge" in out
+    after = load_snapshot(dv)
+    assert after.version == before.version + 1 and all(f.deletion_vector is None for f in after.files)
+    assert sum(f.num_records or 0 for f in after.files) == n - deleted
+    (last, *_) = DeltaTable(dv).history(1)
+    assert last["operation"] == "REORG" and str(last["operationParameters"]["applyPurge"]).lower() == "true"

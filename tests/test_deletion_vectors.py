@@ -112,3 +112,32 @@ def test_prefix_escaping_the_root_is_refused(tmp_path):
     dv = DeletionVector("u", "../../" + z85_encode(uuid.uuid4().bytes), 10, 1, 1)
     with pytest.raises(UnsafePathError):
         dv_location(dv, str(tmp_path))
+
+
+def test_log_replay_keys_files_by_path_and_dv():
+    """A DELETE writes add(path, new DV) and remove(path, old DV) in one commit: the file stays live."""
+    import json
+
+    from dbt_delta_optimize.delta.file_table import _CommitReplay
+
+    dv = {"storageType": "u", "pathOrInlineDv": "ab" + "0" * 20, "offset": 1, "sizeInBytes": 34, "cardinality": 2}
+    add = {"path": "p.parquet", "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}
+    replay = _CommitReplay()
+    replay.apply(0, json.dumps({"add": add}).encode())
+    replay.apply(1, json.dumps({"add": {**add, "deletionVector": dv}}).encode())
+    replay.apply(1, json.dumps({"remove": {"path": "p.parquet", "dataChange": True}}).encode())
+    assert replay.latest == {"p.parquet": 1} and not replay.removed
+    replay.apply(2, json.dumps({"remove": {"path": "p.parquet", "deletionVector": dv}}).encode())
+    assert replay.latest == {} and replay.removed == {"p.parquet"}
+
+
+def test_deleted_rows_filter_by_position():
+    import numpy as np
+
+    from dbt_delta_optimize.delta.deletion_vectors import DeletedRows
+
+    deleted = DeletedRows(np.array([0, 3, 7, 12], dtype=np.int64))
+    assert deleted.keep(0, 5).to_pylist() == [False, True, True, False, True]
+    assert deleted.keep(5, 5).to_pylist() == [True, True, False, True, True]
+    assert deleted.keep(8, 4) is None  # nothing deleted among rows 8..11
+    assert deleted.keep(12, 1).to_pylist() == [False]

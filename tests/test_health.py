@@ -520,15 +520,19 @@ def test_untrusted_partition_values_and_paths_are_escaped(tmp_path):
 
 
 def test_no_command_for_a_table_our_writer_cannot_rewrite(tmp_path):
-    p = str(tmp_path / "dv")
-    write_deltalake(p, _rows("a", 3), configuration={"delta.enableDeletionVectors": "true"})
+    p = str(tmp_path / "future")
+    write_deltalake(p, _rows("a", 3))
     write_deltalake(p, _rows("a", 3, 3), mode="append")
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "futureFeature"]}
+    with open(os.path.join(p, "_delta_log", f"{2:020d}.json"), "w") as fh:
+        fh.write(json.dumps({"commitInfo": {"operation": "SET TBLPROPERTIES"}}) + "\n")
+        fh.write(json.dumps({"protocol": protocol}) + "\n")
     report = _health_report(p)
-    assert "deletionVectors" in report.protocol["unsupportedFeatures"]
+    assert "futureFeature" in report.protocol["unsupportedFeatures"]
     assert report.verdict.status == "needs optimize" and report.verdict.command is None
-    assert "our writer cannot rewrite it (deletionVectors" in report.verdict.reason
-    text = page_text(render(report, tmp_path / "dv.html"))
-    assert "not rewritable by this writer deletionVectors" in text and "Recommended:" not in text
+    assert "our writer cannot rewrite it (futureFeature" in report.verdict.reason
+    text = page_text(render(report, tmp_path / "future.html"))
+    assert "not rewritable by this writer futureFeature" in text and "Recommended:" not in text
 
 
 def test_empty_table_is_healthy_and_renders(tmp_path):

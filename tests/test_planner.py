@@ -40,9 +40,24 @@ def test_deleted_rows_ratio_is_strict_and_dv_without_stats_is_always_compacted()
     cfg = OptimizeConfig(min_file_size=10, max_file_size=1000, max_deleted_rows_ratio=0.05)
     dv6 = DeletionVector("u", "x", 10, 6)
     dv5 = DeletionVector("u", "x", 10, 5)
-    assert should_compact(AddFile("a", {}, 500, 0, stats='{"numRecords": 94}', deletion_vector=dv6), cfg)  # 6/100 > .05
-    assert not should_compact(AddFile("a", {}, 500, 0, stats='{"numRecords": 95}', deletion_vector=dv5), cfg)  # 5/100
+    # numRecords counts every row of the file, deleted ones included (PROTOCOL.md, delta-spark's numPhysicalRecords)
+    assert should_compact(AddFile("a", {}, 500, 0, stats='{"numRecords": 100}', deletion_vector=dv6), cfg)  # 6/100
+    assert not should_compact(AddFile("a", {}, 500, 0, stats='{"numRecords": 100}', deletion_vector=dv5), cfg)  # 5/100
     assert should_compact(AddFile("a", {}, 500, 0, deletion_vector=dv5), cfg)
+
+
+def test_lone_file_with_many_deleted_rows_is_rewritten_alone():
+    """delta-io/delta#5781: delta-spark drops the one-file bin; a lone file 60% deleted is rewritten here."""
+    cfg = OptimizeConfig(min_file_size=10, max_file_size=1000, max_deleted_rows_ratio=0.05)
+    heavy = AddFile("big", {}, 500, 0, stats='{"numRecords": 10}', deletion_vector=DeletionVector("u", "x", 10, 6))
+    light = AddFile("ok", {}, 500, 0, stats='{"numRecords": 100}', deletion_vector=DeletionVector("u", "y", 10, 5))
+    small = AddFile("small", {}, 5, 0, stats='{"numRecords": 100}', deletion_vector=DeletionVector("u", "z", 10, 1))
+    for files, expected in (([heavy], [["big"]]), ([light], []), ([small], []), ([heavy, light], [["big"]])):
+        plan = plan_optimize(files, [], cfg, read_version=1)
+        assert [[f.path for f in b.files] for b in plan.bins] == expected
+    purge = OptimizeConfig(min_file_size=0, max_file_size=1000, max_deleted_rows_ratio=0.0)
+    plan = plan_optimize([heavy, light, small, fp("clean", 5, "1")], [], purge, read_version=1)
+    assert sorted(f.path for b in plan.bins for f in b.files) == ["big", "ok", "small"]
 
 
 def test_plan_groups_by_partition_and_respects_matched_partitions():

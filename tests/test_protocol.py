@@ -31,6 +31,11 @@ ALL_SUPPORTED_WRITERS = (
     "generatedColumns",
     "changeDataFeed",
     "timestampNtz",
+    "identityColumns",
+    "deletionVectors",
+    "vacuumProtocolCheck",
+    "variantType",
+    "variantType-preview",
 )
 
 
@@ -69,27 +74,18 @@ def test_accepted_protocols(protocol):
 @pytest.mark.parametrize(
     "protocol, metadata, feature",
     [
-        (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), None, "deletionVectors"),
+        (Protocol(3, 7, ("variantShredding",), ("variantShredding",)), None, "variantShredding"),
         (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), None, "rowTracking"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), None, "clustering"),
         (Protocol(1, 7, None, ("inCommitTimestamp",)), None, "inCommitTimestamp"),
         (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), None, "typeWidening"),
         (Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",)), None, "typeWidening-preview"),
         (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), None, "v2Checkpoint"),
-        (Protocol(1, 7, None, ("identityColumns",)), None, "identityColumns"),
-        (Protocol(3, 7, ("variantType",), ("variantType",)), None, "variantType"),
         (Protocol(1, 7, None, ("someFutureFeature",)), None, "someFutureFeature"),
         (Protocol(3, 7, ("someFutureReaderFeature",), ()), None, "someFutureReaderFeature"),
         # legacy protocols: capability + actual use
         (Protocol(2, 5), _meta({"delta.columnMapping.mode": "name"}), "columnMapping"),
         (Protocol(2, 5), _meta({"delta.columnMapping.mode": "id"}), "columnMapping"),
-        (
-            Protocol(1, 6),
-            _meta(fields=[{"name": "id", "type": "long", "nullable": True, "metadata": {"delta.identity.start": 1}}]),
-            "identityColumns",
-        ),
-        # a property that turns a feature on, even if the protocol does not list it (yet)
-        (Protocol(1, 2), _meta({"delta.enableDeletionVectors": "TRUE"}), "deletionVectors"),
     ],
 )
 def test_refused_features_are_named(protocol, metadata, feature):
@@ -104,17 +100,17 @@ def test_multiple_features_in_one_error():
         Protocol(
             3,
             7,
-            ("deletionVectors", "columnMapping"),
-            ("deletionVectors", "columnMapping", "rowTracking", "domainMetadata", "appendOnly"),
+            ("variantShredding", "columnMapping"),
+            ("variantShredding", "columnMapping", "rowTracking", "domainMetadata", "appendOnly", "deletionVectors"),
         ),
         _meta({"delta.columnMapping.mode": "name"}),
     )
-    assert err.features == ("columnMapping", "deletionVectors", "domainMetadata", "rowTracking")
+    assert err.features == ("columnMapping", "domainMetadata", "rowTracking", "variantShredding")
     msg = str(err)
     for f in err.features:
         assert f in msg
-    assert "appendOnly" not in msg  # supported features are not blamed
-    assert msg.count("deletionVectors (") == 1  # listed once, with its reason
+    assert "appendOnly" not in msg and "deletionVectors" not in msg  # supported features are not blamed
+    assert msg.count("variantShredding (") == 1  # listed once, with its reason
 
 
 def test_reader_and_writer_versions_beyond_ours():
@@ -136,7 +132,7 @@ def test_active_features_legacy_mapping():
 
 # =========================================================================== real tables
 REFUSED = {
-    "deletionVectors": "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
+    "variantShredding-preview": "TBLPROPERTIES ('delta.enableVariantShredding' = 'true')",
     "columnMapping": "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
     "rowTracking": "TBLPROPERTIES ('delta.enableRowTracking' = 'true')",
     "clustering": "CLUSTER BY (id)",
@@ -182,33 +178,25 @@ def test_spark_table_with_feature_is_refused(spark, tmp_path, feature):
 
 
 @pytest.mark.spark
-def test_spark_table_with_identity_column_is_refused(spark, tmp_path):
-    path = str(tmp_path / "identity")
-    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT GENERATED ALWAYS AS IDENTITY, s STRING) USING delta")
-    spark.sql(f"INSERT INTO delta.`{path}` (s) VALUES ('a')")
-    _assert_refused_untouched(path, {"identityColumns"})
-
-
-@pytest.mark.spark
 def test_spark_table_with_several_features_lists_all(spark, tmp_path):
     path = str(tmp_path / "multi")
     _ctas(
         spark,
         path,
-        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = 'name', "
+        "TBLPROPERTIES ('delta.enableVariantShredding' = 'true', 'delta.columnMapping.mode' = 'name', "
         "'delta.enableInCommitTimestamps' = 'true')",
     )
-    _assert_refused_untouched(path, {"deletionVectors", "columnMapping", "inCommitTimestamp"})
+    _assert_refused_untouched(path, {"variantShredding-preview", "columnMapping", "inCommitTimestamp"})
 
 
 @pytest.mark.spark
 def test_feature_enabled_later_is_refused(spark, tmp_path):
-    """A table that was fine, then got deletion vectors: the gate follows the latest snapshot."""
+    """A table that was fine, then got variant shredding: the gate follows the latest snapshot."""
     path = str(tmp_path / "later")
     _ctas(spark, path, "")
     Transaction(load_snapshot(path))  # accepted
-    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    _assert_refused_untouched(path, {"deletionVectors"})
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableVariantShredding' = 'true')")
+    _assert_refused_untouched(path, {"variantShredding-preview"})
 
 
 ACCEPTED = {
@@ -267,7 +255,7 @@ def test_rewrite_on_table_with_all_supported_features(spark, tmp_path):
     )
     snap = load_snapshot(path)
     _, writers = active_features(snap.protocol, snap.metadata)
-    assert set(ALL_SUPPORTED_WRITERS) <= writers, writers
+    assert set(ALL_SUPPORTED_WRITERS[:6]) <= writers, writers  # the table's features (see test_table_features.py)
     expected = rows_spark(spark, path)
     targets = in_partition(snap, part="x")
     assert len(targets) == 3
@@ -293,11 +281,13 @@ def test_deltars_default_table_is_accepted(tmp_path):
     Transaction(snap)
 
 
-def test_deltars_table_with_deletion_vectors_is_refused(tmp_path):
+def test_deltars_table_with_deletion_vectors_is_accepted(tmp_path):
     from deltalake import write_deltalake
 
     path = str(tmp_path / "rs_dv")
     write_deltalake(
         path, pa.table({"id": pa.array([1, 2], pa.int64())}), configuration={"delta.enableDeletionVectors": "true"}
     )
-    _assert_refused_untouched(path, {"deletionVectors"})
+    snap = load_snapshot(path)
+    assert "deletionVectors" in active_features(snap.protocol, snap.metadata)[1]
+    Transaction(snap)

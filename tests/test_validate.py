@@ -83,6 +83,8 @@ def recompute_metrics(actions: list[dict[str, Any]]) -> None:
     )
     if sizes:
         m.update(minFileSize=str(sizes[0]), maxFileSize=str(sizes[-1]))
+    if "numDeletionVectorsRemoved" in m:
+        m["numDeletionVectorsRemoved"] = str(sum(1 for r in removes if r.get("deletionVector")))
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -349,6 +351,12 @@ def m_blind_append(actions, path):
     _first(actions, "commitInfo")["isBlindAppend"] = True
 
 
+def m_dv_count(actions, path):
+    """numDeletionVectorsRemoved must count the removes that carry a DV (each removed DV belongs to a removed file)."""
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    info["operationMetrics"]["numDeletionVectorsRemoved"] = "3"
+
+
 def m_metrics_mismatch(actions, path):
     m = _first(actions, "commitInfo")["operationMetrics"]
     m["numRemovedFiles"] = str(int(m["numRemovedFiles"]) + 1)
@@ -403,6 +411,7 @@ CASES = [
     Case(m_no_zorder_param, frozenset({"commit_info_malformed"}), commit_only=True),
     Case(m_blind_append, frozenset({"commit_info_malformed"}), commit_only=True),
     Case(m_metrics_mismatch, frozenset({"metrics_mismatch"}), fix_metrics=False, commit_only=True),
+    Case(m_dv_count, frozenset({"metrics_mismatch"}), fix_metrics=False, commit_only=True),
     Case(m_protocol_action, frozenset({"unexpected_action"}), commit_only=True),
     Case(m_no_commit_info, frozenset({"commit_info_missing"}), commit_only=True),
 ]

@@ -1,6 +1,6 @@
 """The ``dbt-delta-optimize`` command line: the group, its global options, and ``jars``.
 
-Commands live in ``optimize`` (optimize, auto-compact) and ``inspect`` (info, validate, health,
+Commands live in ``optimize`` (optimize, auto-compact), ``purge`` and ``inspect`` (info, validate, health,
 history); all run inside the error boundary of ``common``. Exit status: 0 success, 2 bad input
 (the message says what to fix), 1 any other failure; an error is one ``error:`` line on stderr.
 """
@@ -14,6 +14,7 @@ from .common import BoundaryCommand, BoundaryGroup, CliState, configure_logging,
 from .format import echo_json
 from .inspect import inspect_commands
 from .optimize import optimize_commands
+from .purge import purge_commands
 
 __all__ = ["cli", "main"]
 
@@ -51,7 +52,7 @@ def jars(as_json: bool) -> None:
         click.echo(",".join(found))
 
 
-for _command in (*optimize_commands, *inspect_commands):
+for _command in (*optimize_commands, *purge_commands, *inspect_commands):
     cli.add_command(_command)
 
 

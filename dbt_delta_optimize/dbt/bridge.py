@@ -302,6 +302,42 @@ class Bridge:
             record["decision"] = "failed"
         return self._finish(files, record, t0)
 
+    def run_purge(
+        self,
+        table: str,
+        *,
+        where: Any = None,
+        dry_run: Any = False,
+        model: str | None = None,
+        file_format: str | None = None,
+        invocation_id: str | None = None,
+        target_path: str | None = None,
+        storage_options: Any = None,
+    ) -> dict[str, Any]:
+        """``dbt run-operation purge`` body for one table: REORG ... APPLY (PURGE) (or its plan, with dry_run)."""
+        from ..purge import purge
+
+        t0 = time.perf_counter()
+        files = self.files(invocation_id, target_path)
+        record: dict[str, Any] = {"table": table, "model": model, "mode": "purge", "dry_run": dry_run is True}
+        try:
+            args = parse_operation_args(where, None, dry_run, storage_options)
+            options = args.storage_options
+            location = _delta_location(record, table, file_format, options)
+            if location is not None and args.dry_run:
+                plan = purge(_spark(), location, where=list(args.where), dry_run=True, storage_options=options)
+                record.update(decision="plan", status="planned", plan=plan.summary())
+                _files_after(record, location, False, options)
+            elif location is not None:
+                m = purge(_spark(), location, where=list(args.where), storage_options=options)
+                wrote = _optimized(record, m)
+                record.update(decision="purge", status="purged" if wrote else "nothingToDo")
+                _files_after(record, location, wrote, options)
+        except Exception as exc:
+            _failed(record, exc)
+            record["decision"] = "failed"
+        return self._finish(files, record, t0)
+
     @staticmethod
     def _finish(files: target_files.InvocationFiles, record: dict[str, Any], t0: float) -> dict[str, Any]:
         record["seconds"] = round(time.perf_counter() - t0, 2)
@@ -317,7 +353,12 @@ class Bridge:
 
     def functions(self) -> dict[str, Any]:
         """The whitelisted namespace exposed as ``modules.delta_optimize``."""
-        return {"record_version": self.record_version, "run_model": self.run_model, "run_operation": self.run_operation}
+        return {
+            "record_version": self.record_version,
+            "run_model": self.run_model,
+            "run_operation": self.run_operation,
+            "run_purge": self.run_purge,
+        }
 
 
 def functions() -> dict[str, Any]:

@@ -17,13 +17,16 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import CorruptLogError
 from .actions import DeletionVector
 from .paths import check_log_path
 from .storage import Storage, join, local_path
 
-__all__ = ["DV_MAGIC", "deleted_rows", "dv_location", "z85_decode"]
+__all__ = ["DV_MAGIC", "DeletedRows", "deleted_rows", "dv_location", "load_deleted_rows", "z85_decode"]
 
 DV_MAGIC = 1681511377
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -122,3 +125,35 @@ def deleted_rows(dv: DeletionVector, *, root: str, storage: Storage) -> list[int
     if len(rows) != dv.cardinality:
         raise _bad(dv, root, f"it holds {len(rows)} rows but its cardinality says {dv.cardinality}")
     return rows
+
+
+@dataclass(frozen=True)
+class DeletedRows:
+    """The sorted row positions one file's DV deletes, as a filter over its rows read in order."""
+
+    rows: Any  # numpy int64 array, sorted
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def keep(self, start: int, length: int) -> Any | None:
+        """Arrow mask of the live rows among positions [start, start + length); None when all are live."""
+        import numpy as np
+        import pyarrow as pa
+
+        lo, hi = np.searchsorted(self.rows, [start, start + length])
+        if lo == hi:
+            return None
+        mask = np.ones(length, dtype=bool)
+        mask[self.rows[lo:hi] - start] = False
+        return pa.array(mask)
+
+
+def load_deleted_rows(dv: Mapping[str, Any] | DeletionVector, *, root: str, storage: Storage) -> DeletedRows:
+    """``deleted_rows`` of a descriptor (as logged, or parsed) as a ``DeletedRows`` filter."""
+    import numpy as np
+
+    parsed = dv if isinstance(dv, DeletionVector) else DeletionVector.from_json(dv)
+    if parsed is None:
+        return DeletedRows(np.zeros(0, dtype=np.int64))
+    return DeletedRows(np.asarray(deleted_rows(parsed, root=root, storage=storage), dtype=np.int64))

@@ -130,7 +130,15 @@ class _CommitReplay:
             self.rows.append(action[ADD])
             self.added_in.append(version)
         elif "remove" in action:
-            path = action["remove"]["path"]
+            remove = action["remove"]
+            path = remove["path"]
+            last = self.latest.get(path)
+            # A DELETE that adds a deletion vector writes add(path, new DV) and remove(path, old DV) in
+            # one commit: a remove retires only the add with its own DV (the log's key is path + DV).
+            if last is not None and _dv_id(self.rows[last].get("deletionVector")) != _dv_id(
+                remove.get("deletionVector")
+            ):
+                return
             self.removed.add(path)
             self.latest.pop(path, None)
 
@@ -140,6 +148,14 @@ class _CommitReplay:
 
         _, add_type = _types()
         return pa.array(self.rows, type=add_type), pa.array(self.added_in, pa.int64())
+
+
+def _dv_id(dv: Any) -> str | None:
+    """A raw deletionVector's unique id (None for no DV), as ``DeletionVector.unique_id``."""
+    if not dv:
+        return None
+    base = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
+    return base if dv.get("offset") is None else f"{base}@{dv['offset']}"
 
 
 def _replay(storage: Storage, root: str, versions: Sequence[int]) -> _CommitReplay:

@@ -13,11 +13,29 @@ from .actions import Metadata, Protocol
 
 __all__ = ["SUPPORTED_READER_FEATURES", "SUPPORTED_WRITER_FEATURES", "active_features", "ensure_write_supported"]
 
-#: Writer features a data-rearranging (dataChange=false) commit can honour as-is.
+#: Writer features a data-rearranging (dataChange=false) commit honours: the rows and the schema are
+#: unchanged, so constraints, generated values and identity high-water marks stay true; no CDC file is
+#: written (delta-spark's OPTIMIZE writes none either); appendOnly allows dataChange=false removes;
+#: vacuumProtocolCheck asks only VACUUM for something. Deletion vectors are applied on read (the new
+#: files carry none) and each remove carries its file's DV; variant columns are copied as Spark reads them.
 SUPPORTED_WRITER_FEATURES = frozenset(
-    {"appendOnly", "invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "timestampNtz"}
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "changeDataFeed",
+        "timestampNtz",
+        "identityColumns",
+        "deletionVectors",
+        "vacuumProtocolCheck",
+        "variantType",
+        "variantType-preview",
+    }
 )
-SUPPORTED_READER_FEATURES = frozenset({"timestampNtz"})
+SUPPORTED_READER_FEATURES = frozenset(
+    {"timestampNtz", "deletionVectors", "vacuumProtocolCheck", "variantType", "variantType-preview"}
+)
 
 # Features implied by legacy (pre table-features) protocol versions.
 _LEGACY_WRITER = {
@@ -29,7 +47,6 @@ _LEGACY_WRITER = {
 }
 
 _WHY = {
-    "deletionVectors": "rewriting files with deletion vectors is not supported yet",
     "columnMapping": "column mapping (physical column names) is not supported yet",
     "rowTracking": "row tracking would need row ids preserved",
     "domainMetadata": "domain metadata is not supported yet",
@@ -38,12 +55,11 @@ _WHY = {
     "inCommitTimestamp": "in-commit timestamps are not written by this writer",
     "typeWidening": "type widening is not supported yet",
     "typeWidening-preview": "type widening is not supported yet",
-    "identityColumns": "identity columns are not supported yet",
     "v2Checkpoint": "v2 checkpoints are not written by this writer",
-    "vacuumProtocolCheck": "not supported yet",
     "icebergCompatV1": "Iceberg compatibility is not maintained by this writer",
     "icebergCompatV2": "Iceberg compatibility is not maintained by this writer",
-    "variantType": "variant columns are not supported yet",
+    "variantShredding": "shredded variant columns are not rewritten faithfully yet",
+    "variantShredding-preview": "shredded variant columns are not rewritten faithfully yet",
     "catalogManaged": "catalog-managed tables must be committed through their catalog",
     "catalogOwned-preview": "catalog-managed tables must be committed through their catalog",
 }
@@ -90,12 +106,6 @@ def ensure_write_supported(protocol: Protocol, metadata: Metadata | None = None,
     readers, writers = active_features(protocol, metadata)
     bad = sorted((readers - SUPPORTED_READER_FEATURES) | (writers - SUPPORTED_WRITER_FEATURES))
     problems.extend(bad)
-    dv_enabled = (
-        metadata is not None and metadata.configuration.get("delta.enableDeletionVectors", "").lower() == "true"
-    )
-    if dv_enabled and "deletionVectors" not in bad:
-        bad.append("deletionVectors")
-        problems.append("deletionVectors")
     if not problems:
         return
     details = "; ".join(f"{p} ({_WHY[p]})" if p in _WHY else p for p in problems)

@@ -102,11 +102,17 @@ class BinRewriter:
         return {"base": self.snapshot.location, "options": task_options(self.snapshot.location, storage.options)}
 
     def _input_df(self, b: Bin) -> DataFrame:
-        paths = [self.snapshot.file_path(f.path) for f in b.files]
+        """The bin's live rows: deletion vectors are applied (by the Arrow reader on a store, else by Spark)."""
+        from .live_rows import input_spec, read_live
+
         if self._store is not None:
             from .store_io import read_store_files
 
-            return read_store_files(self.engine, paths, self.snapshot.data_fields, self._store)
+            items = [input_spec(self.snapshot, f) for f in b.files]
+            return read_store_files(self.engine, items, self.snapshot.data_fields, self._store)
+        if any(f.deletion_vector is not None for f in b.files):
+            return read_live(self.engine, self.snapshot, b.files)
+        paths = [self.snapshot.file_path(f.path) for f in b.files]
         return self.engine.read_parquet(paths, self.snapshot.data_fields)
 
     def _write(self, df: DataFrame, staging: str) -> None:
@@ -127,8 +133,11 @@ class BinRewriter:
             return None
         suffix = "" if codec in ("none", "uncompressed") else f".{codec}"
         dest, log_path = self._place(b, f"part-00000-{uuid.uuid4()}.c000{suffix}.parquet")
+        from .live_rows import input_spec
+
         spec: dict[str, Any] = {
-            "inputs": [self.snapshot.file_path(f.path) for f in b.files],
+            "inputs": [input_spec(self.snapshot, f) for f in b.files],
+            "root": self.snapshot.location,
             "output": dest,
             "fields": self.snapshot.data_fields,
             "compression": codec,
@@ -154,8 +163,9 @@ class BinRewriter:
         spec = self.plan.clustering
         assert spec is not None
         approx = max(1, b.size // self.plan.config.max_file_size)
-        counts = [f.num_records for f in b.files]
-        total_rows = sum(c for c in counts if c is not None) if all(c is not None for c in counts) else None
+        from .live_rows import live_row_count
+
+        total_rows = live_row_count(b.files)
         df = cluster(self.engine.spark, self._input_df(b), approx, spec, total_rows)
         with self.engine.jit_sized_codegen():
             self._write(df, staging)

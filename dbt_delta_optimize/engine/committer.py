@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 def operation_parameters(plan: OptimizePlan) -> dict[str, Any]:
     """commitInfo.operationParameters as delta-spark writes them (Catalyst strings, compact JSON)."""
+    if plan.operation == "REORG":  # DeltaOperations.Reorg: the predicates and applyPurge
+        return {"predicate": json.dumps(list(plan.predicates), separators=(",", ":")), "applyPurge": True}
     return {
         "predicate": json.dumps(list(plan.predicates), separators=(",", ":")),
         "zOrderBy": json.dumps(list(plan.zorder_by), separators=(",", ":")),
@@ -189,7 +191,7 @@ def _commit_once(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinRe
         _check_planned(snapshot, files_read, validate_actions(snapshot, adds, removes))
     txn = Transaction(snapshot, max_attempts=config.max_commit_attempts)
     txn.track_read(files_read)
-    result = txn.commit([*adds, *removes], "OPTIMIZE", operation_parameters(plan), metrics)
+    result = txn.commit([*adds, *removes], plan.operation, operation_parameters(plan), metrics)
     if config.validate_commits:
         _check_landed(snapshot, result.version)
     return result

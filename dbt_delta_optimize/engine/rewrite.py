@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["NeedsSparkRewrite", "arrow_schema", "rewrite_bin_task", "rewrite_files"]
+__all__ = ["NeedsSparkRewrite", "arrow_schema", "input_path", "rewrite_bin_task", "rewrite_files"]
 
 #: Footer keys Spark writes when values use the legacy hybrid calendar (must be rebased by Spark).
 _LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
@@ -97,18 +97,35 @@ def _conform(table: Any, target: Any) -> Any:
     return pa.Table.from_arrays(columns, schema=target)
 
 
+def _live_row_groups(pf: Any, target: Any, deleted: Any) -> Any:
+    """A file's row groups in the table schema, without the rows its deletion vector deletes (by position)."""
+    start = 0
+    for rg in range(pf.num_row_groups):
+        t = _conform(pf.read_row_group(rg), target)
+        keep = deleted.keep(start, t.num_rows) if deleted is not None else None
+        start += t.num_rows
+        yield t if keep is None else t.filter(keep)
+
+
+def input_path(item: str | Mapping[str, Any]) -> str:
+    """An input of a bin: a path, or ``{"path", "deletionVector"}`` (the DV as logged) for a file with deleted rows."""
+    return item if isinstance(item, str) else str(item["path"])
+
+
 def rewrite_files(
-    inputs: Sequence[str],
+    inputs: Sequence[str | Mapping[str, Any]],
     output: str,
     fields: Sequence[Mapping[str, Any]],
     *,
     compression: str = "snappy",
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     opener: Callable[[str], Any] | None = None,
+    deleted: Callable[[Mapping[str, Any]], Any] | None = None,
 ) -> int:
     """Stream ``inputs`` (opened by ``opener``, else as local files) into one local Parquet file at ``output``.
 
-    Returns the number of rows written.
+    An input with a deletion vector loses the rows it deletes (``deleted`` decodes the DV into a
+    ``DeletedRows``). Returns the number of rows written.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -128,13 +145,17 @@ def rewrite_files(
         write_statistics=True,
     )
     try:
-        for path in inputs:
+        for item in inputs:
+            path = input_path(item)
+            dv = None if isinstance(item, str) else item.get("deletionVector")
+            removed = deleted(dv) if dv and deleted is not None else None
+            if dv and removed is None:
+                raise ValueError(f"{path} has a deletion vector but no way to read it was given")
             pf = pq.ParquetFile(path if opener is None else opener(path), coerce_int96_timestamp_unit="us")
             meta = pf.metadata.metadata or {}
             if any(k in meta for k in _LEGACY_KEYS):
                 raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
-            for rg in range(pf.num_row_groups):
-                t = _conform(pf.read_row_group(rg), target)
+            for t in _live_row_groups(pf, target, removed):
                 buffered.append(t)
                 buffered_bytes += t.nbytes
                 rows += t.num_rows
@@ -162,23 +183,26 @@ def rewrite_bin_task(spec: Mapping[str, Any]) -> dict[str, Any]:
     On an object store (``spec["store"]``: the table root and its storage options) the inputs are
     read through the store and the output is written to a local temporary file, then uploaded.
     """
+    from ..delta.storage import LocalStorage, Storage, storage_for
+
     store = spec.get("store")
     if store is None:
-        return _rewrite(spec, spec["output"], None)
+        return _rewrite(spec, spec["output"], None, LocalStorage())
     import tempfile
 
-    from ..delta.storage import storage_for
-
-    storage = storage_for(store["base"], store["options"])
+    storage: Storage = storage_for(store["base"], store["options"])
     with tempfile.TemporaryDirectory(prefix="ddo-bin-") as tmp:
         local = os.path.join(tmp, "part.parquet")
-        result = _rewrite(spec, local, storage.open_input)
+        result = _rewrite(spec, local, storage.open_input, storage)
         if "fallback" not in result:
             storage.put_file(spec["output"], local)
     return result
 
 
-def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] | None) -> dict[str, Any]:
+def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] | None, storage: Any) -> dict[str, Any]:
+    from ..delta.deletion_vectors import load_deleted_rows
+
+    root = spec.get("root") or (spec.get("store") or {}).get("base", "")
     try:
         rows = rewrite_files(
             spec["inputs"],
@@ -187,6 +211,7 @@ def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] 
             compression=spec.get("compression", "snappy"),
             row_group_bytes=spec.get("row_group_bytes", DEFAULT_ROW_GROUP_BYTES),
             opener=opener,
+            deleted=lambda dv: load_deleted_rows(dv, root=root, storage=storage),
         )
     except NeedsSparkRewrite as exc:
         return {"fallback": str(exc)}

@@ -28,25 +28,35 @@ def _reader(spec: Mapping[str, Any]) -> Any:
     def read(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow.parquet as pq
 
+        from ..delta.deletion_vectors import load_deleted_rows
         from ..delta.storage import storage_for
-        from .rewrite import _conform, arrow_schema
+        from .rewrite import _live_row_groups, arrow_schema, input_path
 
         storage = storage_for(spec["base"], spec["options"])
         target = arrow_schema(spec["fields"])
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                with storage.open_input(spec["paths"][i]) as fh:
+                item = spec["paths"][i]
+                dv = None if isinstance(item, str) else item.get("deletionVector")
+                deleted = load_deleted_rows(dv, root=spec["base"], storage=storage) if dv else None
+                with storage.open_input(input_path(item)) as fh:
                     pf = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
-                    for rg in range(pf.num_row_groups):
-                        yield from _conform(pf.read_row_group(rg), target).to_batches()
+                    for t in _live_row_groups(pf, target, deleted):
+                        yield from t.to_batches()
 
     return read
 
 
 def read_store_files(
-    engine: SparkEngine, paths: Sequence[str], fields: list[dict[str, Any]], store: Mapping[str, Any]
+    engine: SparkEngine,
+    paths: Sequence[str | Mapping[str, Any]],
+    fields: list[dict[str, Any]],
+    store: Mapping[str, Any],
 ) -> DataFrame:
-    """The files as one DataFrame with the table's data schema, read by tasks through the store."""
+    """The files' live rows as one DataFrame with the table's data schema, read by tasks through the store.
+
+    An input given as ``{"path", "deletionVector"}`` loses the rows its DV deletes.
+    """
     from pyspark.sql.types import StructType
 
     schema = StructType.fromJson({"type": "struct", "fields": fields})

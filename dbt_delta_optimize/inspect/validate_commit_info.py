@@ -150,6 +150,9 @@ class _InfoCheck:
         self.mismatch("numRemovedFiles", values.get("numRemovedFiles"), len(self.removes))
         self.mismatch("numAddedBytes", values.get("numAddedBytes"), sum(a.size for a in self.adds))
         self.mismatch("numRemovedBytes", values.get("numRemovedBytes"), self.removed_bytes)
+        # Every DV removed belongs to a removed file: the count is that of the removes carrying one.
+        dvs = sum(1 for r in self.removes if r.deletion_vector is not None)
+        self.mismatch("numDeletionVectorsRemoved", values.get("numDeletionVectorsRemoved"), dvs)
         if self.adds:
             sizes = sorted(a.size for a in self.adds)
             self.mismatch("minFileSize", values.get("minFileSize"), sizes[0])
@@ -163,6 +166,17 @@ class _InfoCheck:
             self.spark_metrics(metrics)
         elif engine == OURS:
             self.bad("operationMetrics is missing")
+
+    def reorg_shape(self, params: Mapping[str, Any], metrics: Mapping[str, Any] | None, engine: str) -> None:
+        """REORG TABLE ... APPLY (PURGE) (delta-spark's and ours): predicate and applyPurge, OPTIMIZE's metrics."""
+        if "predicate" in params and not _json_list(params["predicate"]):
+            self.bad(f"operationParameters.predicate is not a JSON list of strings: {params['predicate']!r}")
+        if "applyPurge" in params and params["applyPurge"] not in (True, False, "true", "false"):
+            self.bad(f"operationParameters.applyPurge is not a boolean: {params['applyPurge']!r}")
+        if engine == OURS:
+            self.ours()
+        if metrics is not None and engine in (OURS, DELTA_SPARK):
+            self.spark_metrics(metrics)
 
     def rs_parameters(self, params: Mapping[str, Any]) -> None:
         target = params.get("targetSize")
@@ -215,9 +229,12 @@ def check_commit_info(
         return [Finding("commit_info_malformed", f"commitInfo is not an object: {info!r}")]
     check = _InfoCheck(info, version, adds, removes, removed_sizes)
     params, metrics = check.common()
-    if info.get("operation") != "OPTIMIZE":
-        return check.out  # REORG and others: only the common fields have a known shape
     engine = commit_engine(info)
+    if info.get("operation") == "REORG":
+        check.reorg_shape(params, metrics, engine)
+        return check.out
+    if info.get("operation") != "OPTIMIZE":
+        return check.out  # others: only the common fields have a known shape
     numeric = metrics is not None and any(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()
     )

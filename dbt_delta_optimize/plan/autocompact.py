@@ -4,6 +4,8 @@ Decisions come from the table's log, not from per-process counters: the partitio
 triggering commits added files to, and in each the live files smaller than the auto-compact
 ``minFileSize``. Every process therefore reaches the same decision, restarts lose nothing,
 and large compacted files never count toward the threshold (delta-spark's bugs #4045, #4487).
+A file with a deletion vector counts by its live bytes (delta-spark's ``estLogicalFileSize``), and
+the compaction then also rewrites the files of the chosen partitions with too many deleted rows.
 Deciding to skip reads only the log (deltalake), never starts a Spark job.
 
 Differences from delta-spark on purpose (tested):
@@ -24,6 +26,7 @@ from ..errors import InvalidConfigError
 from .config import PREFIX, ConfGetter, MiB, parse_bool, parse_size
 
 if TYPE_CHECKING:
+    from ..delta.actions import AddFile
     from ..delta.file_table import RawKey
     from ..delta.snapshot import Snapshot
     from .metrics import OptimizeMetrics
@@ -35,6 +38,8 @@ __all__ = [
     "PartitionCount",
     "auto_compact_enabled",
     "decide",
+    "logical_size",
+    "logical_sizes",
     "plan_auto_compact",
 ]
 
@@ -291,8 +296,40 @@ def plan_auto_compact(
     return decide_counts(small, total, (), snapshot.partition_columns, config)
 
 
+def logical_size(size: int, num_records: int | None, deleted: int | None) -> int:
+    """delta-spark's ``estLogicalFileSize``: the bytes of the rows a deletion vector leaves live.
+
+    Its auto-compaction counters count a file with many deleted rows as small by this size, so
+    files with deletion vectors become candidates as they lose rows (``numRecords`` counts all rows).
+    """
+    if not deleted or not num_records or num_records <= 0:
+        return size
+    return int(size * max(0, num_records - deleted) / num_records)
+
+
+def logical_sizes(snapshot: Snapshot) -> dict[str, int]:
+    """Decoded path -> estimated live bytes, for the live files that have a deletion vector."""
+    from urllib.parse import unquote
+
+    return {
+        unquote(f.path): logical_size(f.size, f.num_records, f.deletion_vector.cardinality)
+        for f in _dv_files(snapshot)
+        if f.deletion_vector is not None
+    }
+
+
+def _dv_files(snapshot: Snapshot) -> Sequence[AddFile]:
+    table = snapshot.file_table
+    if table is None:
+        return [f for f in snapshot.files if f.deletion_vector is not None]
+    import pyarrow.compute as pc
+
+    rows = pc.indices_nonzero(table.column("deletionVector").is_valid()).to_pylist()
+    return [snapshot.files[r] for r in rows]
+
+
 def partition_counts(snapshot: Snapshot, threshold: int) -> tuple[dict[RawKey, int], dict[RawKey, int]]:
-    """Files smaller than ``threshold``, and all files, per raw partition (from columns when the snapshot has them)."""
+    """Files smaller than ``threshold`` (by live bytes: ``logical_size``), and all files, per raw partition."""
     from .planner import raw_partition_key
 
     cols = snapshot.partition_columns
@@ -303,17 +340,25 @@ def partition_counts(snapshot: Snapshot, threshold: int) -> tuple[dict[RawKey, i
         for f in snapshot.files:
             key = raw_partition_key(f, cols)
             total[key] = total.get(key, 0) + 1
-            small[key] = small.get(key, 0) + (f.size < threshold)
+            dv = f.deletion_vector
+            size = logical_size(f.size, f.num_records, dv.cardinality) if dv is not None else f.size
+            small[key] = small.get(key, 0) + (size < threshold)
         return {k: n for k, n in small.items() if n}, total
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     codes, keys = table.partition_codes(cols)
+    sizes = table.column("size")
+    with_dv = table.column("deletionVector").is_valid()
+    if pc.any(with_dv).as_py():
+        live = dict(zip(pc.indices_nonzero(with_dv).to_pylist(), logical_sizes(snapshot).values()))
+        sizes = pa.array([live.get(i, s) for i, s in enumerate(sizes.to_pylist())], pa.int64())
 
     def counts(values: Any) -> dict[RawKey, int]:
         vc = pc.value_counts(values)
         return dict(zip((keys[c] for c in vc.field("values").to_pylist()), vc.field("counts").to_pylist()))
 
-    return counts(codes.filter(pc.less(table.column("size"), threshold))), counts(codes)
+    return counts(codes.filter(pc.less(sizes, threshold))), counts(codes)
 
 
 def partitions_of(snapshot: Snapshot, paths: Collection[str]) -> set[RawKey]:

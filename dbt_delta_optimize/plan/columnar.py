@@ -38,7 +38,7 @@ def _num_records(stats: str | None) -> int | None:
 
 
 def _dv_candidates(table: FileTable, rows: Iterable[int], config: OptimizeConfig) -> set[int]:
-    """Rows whose deletion vector makes them candidates however large (delta-spark's DV rule)."""
+    """Rows with too many deleted rows (``planner.too_many_deleted``): candidates however large, kept alone."""
     cardinality = table.column("deletionVector").field("cardinality").to_pylist()
     stats = None
     out = set()
@@ -47,27 +47,27 @@ def _dv_candidates(table: FileTable, rows: Iterable[int], config: OptimizeConfig
         if deleted is None:
             continue
         stats = stats if stats is not None else table.column("stats").to_pylist()
-        n = _num_records(stats[r])
-        if n is None or (n + deleted and deleted / (n + deleted) > config.max_deleted_rows_ratio):
+        n = _num_records(stats[r])  # physical rows: numRecords counts the deleted ones too
+        if n is None or (deleted / n if n > 0 else 1.0) > config.max_deleted_rows_ratio:
             out.add(r)
     return out
 
 
-def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, mode: Mode) -> Any:
-    """Considered rows that are candidates: small files, and (compaction) files with many deleted rows."""
+def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, mode: Mode) -> tuple[Any, set[int]]:
+    """Considered rows that are candidates (small files; for compaction also files with many deleted rows),
+    and the rows with many deleted rows (a bin of one of them alone is still rewritten)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if mode != "compaction":
-        return considered
-    sizes = table.column("size")
-    small = pc.and_(considered, pc.less(sizes, config.min_file_size))
-    large_dv = pc.and_(pc.and_(considered, pc.invert(small)), table.column("deletionVector").is_valid())
-    if not pc.any(large_dv).as_py():
-        return small
-    extra = _dv_candidates(table, pc.indices_nonzero(large_dv).to_pylist(), config)
-    mask = pa.array([r in extra for r in range(len(table))], pa.bool_())
-    return pc.or_(small, mask)
+        return considered, set()
+    small = pc.and_(considered, pc.less(table.column("size"), config.min_file_size))
+    with_dv = pc.and_(considered, table.column("deletionVector").is_valid())
+    if not pc.any(with_dv).as_py():
+        return small, set()
+    heavy = _dv_candidates(table, pc.indices_nonzero(with_dv).to_pylist(), config)
+    mask = pa.array([r in heavy for r in range(len(table))], pa.bool_())
+    return pc.or_(small, mask), heavy
 
 
 def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[list[int], list[int], list[int]]:
@@ -82,8 +82,10 @@ def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[
     return cols.column("g").to_pylist(), cols.column("size").to_pylist(), cols.column("row").to_pylist()
 
 
-def _next_fit(sizes: list[int], rows: list[int], max_bin: int, keep_single: bool) -> list[tuple[list[int], int]]:
-    """Next-fit packing of rows already sorted by size: (rows, bytes) of each bin kept."""
+def _next_fit(
+    sizes: list[int], rows: list[int], max_bin: int, keep_single: bool, heavy: set[int]
+) -> list[tuple[list[int], int]]:
+    """Next-fit packing of rows already sorted by size: (rows, bytes) of each bin kept (``planner.group_into_bins``)."""
     packed: list[tuple[list[int], int]] = []
     current: list[int] = []
     current_size = 0
@@ -96,7 +98,7 @@ def _next_fit(sizes: list[int], rows: list[int], max_bin: int, keep_single: bool
             current_size += size
     if current:
         packed.append((current, current_size))
-    return [(g, n) for g, n in packed if len(g) > 1 or (keep_single and g)]
+    return [(g, n) for g, n in packed if len(g) > 1 or (g and (keep_single or g[0] in heavy))]
 
 
 def _groups(keys: list[RawKey], normalize: Normalizer | None) -> list[int]:
@@ -127,7 +129,8 @@ def plan_columnar(
     kept_codes = [c for c, k in enumerate(keys) if matched is None or k in matched]
     considered = pc.is_in(codes, value_set=pa.array(kept_codes, pa.int32()))
     group_of_row = pa.array(_groups(keys, normalize), pa.int32()).take(codes)
-    groups, sizes, rows = _sorted_candidates(table, group_of_row, _candidate_mask(table, considered, config, mode))
+    mask, heavy = _candidate_mask(table, considered, config, mode)
+    groups, sizes, rows = _sorted_candidates(table, group_of_row, mask)
     max_bin = config.max_file_size if mode == "compaction" else 2**63 - 1
     bins: list[Bin] = []
     skipped: list[Mapping[str, str | None]] = []
@@ -139,7 +142,8 @@ def plan_columnar(
         if skip_partition is not None and skip_partition(FileView(table, rows[start:end])):
             skipped.append(values)
         else:
-            packed = _next_fit(sizes[start:end], rows[start:end], max_bin, keep_single=(mode != "compaction"))
+            keep = mode != "compaction"
+            packed = _next_fit(sizes[start:end], rows[start:end], max_bin, keep, heavy)
             bins.extend(Bin(values, FileView(table, r, total_size=n)) for r, n in packed)
         start = end
     batches = bin_pack_by_size(bins, config.batch_size) if config.batch_size is not None else [tuple(bins)]

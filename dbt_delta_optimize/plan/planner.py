@@ -22,10 +22,12 @@ __all__ = [
     "Mode",
     "OptimizePlan",
     "bin_pack_by_size",
+    "deleted_ratio",
     "group_into_bins",
     "plan_optimize",
     "raw_partition_key",
     "should_compact",
+    "too_many_deleted",
 ]
 
 Mode = Literal["compaction", "zorder"]
@@ -77,6 +79,8 @@ class OptimizePlan:
     #: the clustering to apply (Z-order/Hilbert), or None for compaction
     clustering: ClusteringSpec | None = None
     is_auto_compact: bool = False
+    #: "REORG" for a purge (REORG TABLE ... APPLY (PURGE)): every file with deleted rows is rewritten
+    operation: Literal["OPTIMIZE", "REORG"] = "OPTIMIZE"
 
     @property
     def num_files_to_rewrite(self) -> int:
@@ -151,19 +155,28 @@ def _partition_label(values: Mapping[str, str | None]) -> str:
     return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items()) or "(unpartitioned)"
 
 
-def should_compact(file: AddFile, config: OptimizeConfig) -> bool:
-    """delta-spark's compaction filter: small (strict <), or too many deleted rows in its DV."""
-    if file.size < config.min_file_size:
-        return True
+def deleted_ratio(file: AddFile) -> float | None:
+    """Deleted rows over physical rows (stats' numRecords counts every row in the file); None without stats."""
     dv = file.deletion_vector
     if dv is None:
-        return False
+        return 0.0
     n = file.num_records
-    if n is None:  # DV but no stats: always rewrite so the output gets stats
-        return True
-    deleted = dv.cardinality
-    ratio = deleted / (n + deleted) if (n + deleted) else 0.0
-    return ratio > config.max_deleted_rows_ratio
+    if n is None:
+        return None
+    return dv.cardinality / n if n > 0 else 1.0
+
+
+def too_many_deleted(file: AddFile, config: OptimizeConfig) -> bool:
+    """delta-spark's DV rule: a DV and no numRecords (rewrite so the output gets stats), or ratio > max."""
+    if file.deletion_vector is None:
+        return False
+    ratio = deleted_ratio(file)
+    return ratio is None or ratio > config.max_deleted_rows_ratio
+
+
+def should_compact(file: AddFile, config: OptimizeConfig) -> bool:
+    """delta-spark's compaction filter: small (strict <), or too many deleted rows in its DV."""
+    return file.size < config.min_file_size or too_many_deleted(file, config)
 
 
 def group_into_bins(
@@ -171,8 +184,14 @@ def group_into_bins(
     *,
     max_bin_size: int,
     keep_single_file_bins: bool,
+    keep_single: Callable[[AddFile], bool] | None = None,
 ) -> list[Bin]:
-    """Next-fit packing of each partition's files, sorted by size ascending (path breaks ties)."""
+    """Next-fit packing of each partition's files, sorted by size ascending (path breaks ties).
+
+    A one-file bin is dropped (delta-spark), unless ``keep_single_file_bins`` or ``keep_single``
+    says that file must be rewritten alone: a lone file with too many deleted rows is rewritten
+    here, where delta-spark leaves it (delta-io/delta#5781).
+    """
     bins: list[Bin] = []
     for values, files in files_by_partition:
         current: list[AddFile] = []
@@ -188,7 +207,10 @@ def group_into_bins(
         if current:
             packed.append(current)
         for group in packed:
-            if len(group) > 1 or (keep_single_file_bins and group):
+            single_kept = len(group) == 1 and (
+                keep_single_file_bins or (keep_single is not None and keep_single(group[0]))
+            )
+            if len(group) > 1 or single_kept:
                 bins.append(Bin(values, tuple(group)))
     return bins
 
@@ -255,7 +277,12 @@ def plan_optimize(
             skipped.append(first_values[k])
             continue
         per_partition.append((first_values[k], groups[k]))
-    bins = group_into_bins(per_partition, max_bin_size=max_bin, keep_single_file_bins=(mode != "compaction"))
+    bins = group_into_bins(
+        per_partition,
+        max_bin_size=max_bin,
+        keep_single_file_bins=(mode != "compaction"),
+        keep_single=lambda f: too_many_deleted(f, config),
+    )
     if config.batch_size is not None:
         batches = bin_pack_by_size(bins, config.batch_size)
     else:

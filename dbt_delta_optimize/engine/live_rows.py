@@ -1,0 +1,116 @@
+"""Reading only the live rows of files with deletion vectors, in a Spark DataFrame.
+
+A deletion vector names deleted rows by their position in the data file. The Arrow paths (the
+bin task, the object-store reader) filter by position while streaming row groups. The Spark path
+reads ``_metadata.row_index`` (Spark's Parquet row position) with each row and anti-joins it with
+the deleted positions, which tasks decode from the DVs through the table's storage (nothing is
+collected on the driver, no py4j or RDD call: DataFrame operations only, as on Spark Connect).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..delta.actions import AddFile
+from ..delta.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from .spark_engine import SparkEngine
+
+__all__ = ["input_spec", "live_row_count", "read_live"]
+
+_FILE, _ROW = "_ddo_file", "_ddo_row"
+
+
+def input_spec(snapshot: Snapshot, f: AddFile) -> str | dict[str, Any]:
+    """What a task needs to read one input: its location, and its DV as logged when it has one."""
+    path = snapshot.file_path(f.path)
+    if f.deletion_vector is None:
+        return path
+    return {"path": path, "deletionVector": f.deletion_vector.to_json()}
+
+
+def live_row_count(files: Sequence[AddFile]) -> int | None:
+    """Rows the files hold once their DVs are applied (None when some file has no numRecords)."""
+    total = 0
+    for f in files:
+        n = f.num_records
+        if n is None:
+            return None
+        total += n - (f.deletion_vector.cardinality if f.deletion_vector else 0)
+    return total
+
+
+def _decoder(spec: Mapping[str, Any]) -> Any:
+    """mapInArrow body: each input row names one file (by index); yield (file name, deleted position) rows."""
+
+    def decode(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from ..delta.deletion_vectors import load_deleted_rows
+        from ..delta.storage import LocalStorage, storage_for
+
+        store = spec.get("store")
+        storage = storage_for(store["base"], store["options"]) if store else LocalStorage()
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                name, dv = spec["files"][i]
+                rows = load_deleted_rows(dv, root=spec["root"], storage=storage).rows
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([name] * len(rows), pa.string()), pa.array(rows, pa.int64())], names=[_FILE, _ROW]
+                )
+
+    return decode
+
+
+def _deleted_positions(
+    engine: SparkEngine, snapshot: Snapshot, files: Sequence[AddFile], names: list[str]
+) -> DataFrame:
+    """(file name, deleted position) of every DV of ``files``, decoded by tasks through the storage."""
+    dvs = [(n, f.deletion_vector.to_json()) for n, f in zip(names, files) if f.deletion_vector is not None]
+    spec: dict[str, Any] = {"files": dvs, "root": snapshot.location}
+    ids = engine.spark.range(0, len(dvs), 1, max(1, min(len(dvs), engine.default_parallelism)))
+    return ids.mapInArrow(_decoder(spec), f"{_FILE} string, {_ROW} long")
+
+
+def _read_with_positions(engine: SparkEngine, paths: list[str], fields: list[dict[str, Any]]) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from .spark_engine import LISTING_THRESHOLD_KEY
+
+    schema = StructType.fromJson({"type": "struct", "fields": fields})
+    local = all(p.startswith(("/", "file:")) for p in paths)
+    with engine.scoped_defaults({LISTING_THRESHOLD_KEY: str(max(32, len(paths) + 1))} if local else {}):
+        df = engine.spark.read.schema(schema).parquet(*paths)
+    return df.select(
+        *[F.col(f"`{f['name']}`") for f in fields],
+        F.col("_metadata.file_name").alias(_FILE),
+        F.col("_metadata.row_index").alias(_ROW),
+    )
+
+
+def read_live(engine: SparkEngine, snapshot: Snapshot, files: Sequence[AddFile]) -> DataFrame:
+    """The files' live rows as one DataFrame with the table's data schema (local tables; Spark's reader)."""
+    fields = snapshot.data_fields
+    paths = [snapshot.file_path(f.path) for f in files]
+    names = [os.path.basename(p) for p in paths]
+    columns = [f"`{f['name']}`" for f in fields]
+    if len(set(names)) == len(names):
+        rows = _read_with_positions(engine, paths, fields)
+        deleted = _deleted_positions(engine, snapshot, files, names)
+        return rows.join(deleted, on=[_FILE, _ROW], how="left_anti").select(*columns)
+    # Two inputs share a file name (different folders): join each file with its own positions.
+    out: DataFrame | None = None
+    for path, name, f in zip(paths, names, files):
+        part = _read_with_positions(engine, [path], fields)
+        if f.deletion_vector is not None:
+            part = part.join(_deleted_positions(engine, snapshot, [f], [name]), on=[_FILE, _ROW], how="left_anti")
+        part = part.select(*columns)
+        out = part if out is None else out.unionByName(part)
+    assert out is not None
+    return out
