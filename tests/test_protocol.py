@@ -31,6 +31,9 @@ ALL_SUPPORTED_WRITERS = (
     "generatedColumns",
     "changeDataFeed",
     "timestampNtz",
+    "rowTracking",
+    "domainMetadata",
+    "inCommitTimestamp",
 )
 
 
@@ -58,6 +61,7 @@ def _refused(protocol: Protocol, metadata: Metadata | None = None, table: str = 
         Protocol(3, 7, ("timestampNtz",), ALL_SUPPORTED_WRITERS),
         Protocol(2, 5),  # legacy column-mapping capability, but mode is none: not in use
         Protocol(2, 6),  # legacy identity capability without an identity column
+        Protocol(1, 7, None, ("rowTracking", "domainMetadata", "inCommitTimestamp", "appendOnly")),
     ],
     ids=lambda p: f"r{p.min_reader_version}w{p.min_writer_version}{'+f' if p.writer_features else ''}",
 )
@@ -70,9 +74,7 @@ def test_accepted_protocols(protocol):
     "protocol, metadata, feature",
     [
         (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), None, "deletionVectors"),
-        (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), None, "rowTracking"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), None, "clustering"),
-        (Protocol(1, 7, None, ("inCommitTimestamp",)), None, "inCommitTimestamp"),
         (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), None, "typeWidening"),
         (Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",)), None, "typeWidening-preview"),
         (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), None, "v2Checkpoint"),
@@ -109,7 +111,7 @@ def test_multiple_features_in_one_error():
         ),
         _meta({"delta.columnMapping.mode": "name"}),
     )
-    assert err.features == ("columnMapping", "deletionVectors", "domainMetadata", "rowTracking")
+    assert err.features == ("columnMapping", "deletionVectors")
     msg = str(err)
     for f in err.features:
         assert f in msg
@@ -138,9 +140,7 @@ def test_active_features_legacy_mapping():
 REFUSED = {
     "deletionVectors": "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
     "columnMapping": "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
-    "rowTracking": "TBLPROPERTIES ('delta.enableRowTracking' = 'true')",
     "clustering": "CLUSTER BY (id)",
-    "inCommitTimestamp": "TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
     "typeWidening": "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
     "v2Checkpoint": "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2')",
 }
@@ -198,7 +198,7 @@ def test_spark_table_with_several_features_lists_all(spark, tmp_path):
         "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = 'name', "
         "'delta.enableInCommitTimestamps' = 'true')",
     )
-    _assert_refused_untouched(path, {"deletionVectors", "columnMapping", "inCommitTimestamp"})
+    _assert_refused_untouched(path, {"deletionVectors", "columnMapping"})
 
 
 @pytest.mark.spark
@@ -222,6 +222,13 @@ ACCEPTED = {
     ),
     "changeDataFeed": ("TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')", "id, CAST(id AS STRING) AS s", None),
     "timestampNtz": ("", "id, TIMESTAMP_NTZ'2024-01-02 03:04:05' AS ts", None),
+    "rowTracking": ("TBLPROPERTIES ('delta.enableRowTracking' = 'true')", "id, CAST(id AS STRING) AS s", None),
+    "domainMetadata": ("TBLPROPERTIES ('delta.enableRowTracking' = 'true')", "id, CAST(id AS STRING) AS s", None),
+    "inCommitTimestamp": (
+        "TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
+        "id, CAST(id AS STRING) AS s",
+        None,
+    ),
 }
 
 

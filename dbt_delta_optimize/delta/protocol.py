@@ -16,6 +16,9 @@ __all__ = ["SUPPORTED_READER_FEATURES", "SUPPORTED_WRITER_FEATURES", "active_fea
 #: Writer features a data-rearranging (dataChange=false) commit can honour as-is.
 SUPPORTED_WRITER_FEATURES = frozenset(
     {"appendOnly", "invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "timestampNtz"}
+    # row ids and commit versions materialized on rewrite, the mark kept, other domains carried through
+    # (delta/row_tracking.py); commitInfo first with its in-commit timestamp (delta/in_commit_timestamps.py)
+    | {"rowTracking", "domainMetadata", "inCommitTimestamp"}
 )
 SUPPORTED_READER_FEATURES = frozenset({"timestampNtz"})
 
@@ -31,11 +34,8 @@ _LEGACY_WRITER = {
 _WHY = {
     "deletionVectors": "rewriting files with deletion vectors is not supported yet",
     "columnMapping": "column mapping (physical column names) is not supported yet",
-    "rowTracking": "row tracking would need row ids preserved",
-    "domainMetadata": "domain metadata is not supported yet",
     "clustering": "liquid clustering tables must be optimized by their own clustering",
     "liquid": "liquid clustering tables must be optimized by their own clustering",
-    "inCommitTimestamp": "in-commit timestamps are not written by this writer",
     "typeWidening": "type widening is not supported yet",
     "typeWidening-preview": "type widening is not supported yet",
     "identityColumns": "identity columns are not supported yet",

@@ -105,15 +105,17 @@ def rewrite_files(
     compression: str = "snappy",
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     opener: Callable[[str], Any] | None = None,
+    row_tracking: Mapping[str, Any] | None = None,
 ) -> int:
     """Stream ``inputs`` (opened by ``opener``, else as local files) into one local Parquet file at ``output``.
 
+    ``row_tracking`` (``row_tracking_spec``): also write each row's stable row id and commit version.
     Returns the number of rows written.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    target = arrow_schema(fields)
+    target = arrow_schema(_with_hidden_fields(fields, row_tracking))
     rows = 0
     buffered: list[Any] = []
     buffered_bytes = 0
@@ -128,13 +130,17 @@ def rewrite_files(
         write_statistics=True,
     )
     try:
-        for path in inputs:
+        for index, path in enumerate(inputs):
             pf = pq.ParquetFile(path if opener is None else opener(path), coerce_int96_timestamp_unit="us")
             meta = pf.metadata.metadata or {}
             if any(k in meta for k in _LEGACY_KEYS):
                 raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
+            position = 0  # physical position of the row group's first row in this file
             for rg in range(pf.num_row_groups):
-                t = _conform(pf.read_row_group(rg), target)
+                raw = pf.read_row_group(rg)
+                t = _conform(raw, target)
+                t = _keep_row_tracking(t, row_tracking, index, position)
+                position += raw.num_rows
                 buffered.append(t)
                 buffered_bytes += t.nbytes
                 rows += t.num_rows
@@ -154,6 +160,28 @@ def rewrite_files(
         raise
     writer.close()
     return rows
+
+
+def _with_hidden_fields(
+    fields: Sequence[Mapping[str, Any]], row_tracking: Mapping[str, Any] | None
+) -> list[Mapping[str, Any]]:
+    """The table's data fields, plus the materialized row tracking columns when they are kept."""
+    from .row_tracking_columns import row_tracking_fields
+
+    return [*fields, *(row_tracking_fields(row_tracking) if row_tracking else [])]
+
+
+def _keep_row_tracking(table: Any, row_tracking: Mapping[str, Any] | None, index: int, position: int) -> Any:
+    """Row tracking step: fill the hidden columns of input ``index``'s rows from ``position`` on."""
+    if not row_tracking:
+        return table
+    import pyarrow as pa
+
+    from .row_tracking_columns import fill_row_tracking
+
+    base_row_id, default_commit_version = row_tracking["files"][index]
+    positions = pa.array(range(position, position + table.num_rows), pa.int64())
+    return fill_row_tracking(table, positions, base_row_id, default_commit_version, row_tracking)
 
 
 def rewrite_bin_task(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,6 +215,7 @@ def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] 
             compression=spec.get("compression", "snappy"),
             row_group_bytes=spec.get("row_group_bytes", DEFAULT_ROW_GROUP_BYTES),
             opener=opener,
+            row_tracking=spec.get("row_tracking"),
         )
     except NeedsSparkRewrite as exc:
         return {"fallback": str(exc)}

@@ -29,28 +29,41 @@ def _reader(spec: Mapping[str, Any]) -> Any:
         import pyarrow.parquet as pq
 
         from ..delta.storage import storage_for
-        from .rewrite import _conform, arrow_schema
+        from .rewrite import _conform, _keep_row_tracking, _with_hidden_fields, arrow_schema
 
         storage = storage_for(spec["base"], spec["options"])
-        target = arrow_schema(spec["fields"])
+        row_tracking = spec.get("row_tracking")
+        target = arrow_schema(_with_hidden_fields(spec["fields"], row_tracking))
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 with storage.open_input(spec["paths"][i]) as fh:
                     pf = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
+                    position = 0
                     for rg in range(pf.num_row_groups):
-                        yield from _conform(pf.read_row_group(rg), target).to_batches()
+                        raw = pf.read_row_group(rg)
+                        yield from _keep_row_tracking(_conform(raw, target), row_tracking, i, position).to_batches()
+                        position += raw.num_rows
 
     return read
 
 
 def read_store_files(
-    engine: SparkEngine, paths: Sequence[str], fields: list[dict[str, Any]], store: Mapping[str, Any]
+    engine: SparkEngine,
+    paths: Sequence[str],
+    fields: list[dict[str, Any]],
+    store: Mapping[str, Any],
+    row_tracking: Mapping[str, Any] | None = None,
 ) -> DataFrame:
-    """The files as one DataFrame with the table's data schema, read by tasks through the store."""
+    """The files as one DataFrame with the table's data schema, read by tasks through the store.
+
+    ``row_tracking`` (``row_tracking_spec``): the materialized row tracking columns follow, filled.
+    """
     from pyspark.sql.types import StructType
 
-    schema = StructType.fromJson({"type": "struct", "fields": fields})
-    spec = {"paths": list(paths), "fields": fields, **store}
+    from .rewrite import _with_hidden_fields
+
+    schema = StructType.fromJson({"type": "struct", "fields": _with_hidden_fields(fields, row_tracking)})
+    spec = {"paths": list(paths), "fields": fields, "row_tracking": row_tracking, **store}
     ids = engine.spark.range(0, len(paths), 1, max(1, min(len(paths), engine.default_parallelism)))
     return ids.mapInArrow(_reader(spec), schema)
 
