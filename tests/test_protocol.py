@@ -265,7 +265,8 @@ def test_rewrite_on_table_with_all_supported_features(spark, tmp_path):
     spark.sql(
         f"CREATE TABLE delta.`{path}` (id BIGINT NOT NULL, name STRING, part STRING, "
         "twice BIGINT GENERATED ALWAYS AS (id * 2), ts TIMESTAMP_NTZ) USING delta PARTITIONED BY (part) "
-        "TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.enableChangeDataFeed' = 'true')"
+        "TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.enableChangeDataFeed' = 'true', "
+        "'delta.enableRowTracking' = 'true', 'delta.enableInCommitTimestamps' = 'true')"
     )
     spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT id_pos CHECK (id > 0)")
     spark.sql(
