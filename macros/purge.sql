@@ -25,7 +25,8 @@
     {% set result = bridge.run_purge(t.table, where=where, dry_run=dry_run, model=t.model,
                                      file_format=t.file_format, invocation_id=invocation_id,
                                      target_path=flags.TARGET_PATH,
-      storage_options=var('delta_optimize_storage_options', none)) %}
+      storage_options=var('delta_optimize_storage_options', none),
+      spark_target=dbt_delta_optimize._delta_optimize_spark_target()) %}
     {% do dbt_delta_optimize._delta_optimize_report(result, 'warn') %}
   {% endfor %}
 {% endmacro %}

@@ -715,8 +715,26 @@ def test_check_conflicts_classification(tmp_path):
         run([{"metaData": {}}, {"protocol": {"minReaderVersion": 1, "minWriterVersion": 3}}])
     with pytest.raises(MetadataChangedError):
         run([{"metaData": {}}])
-    with pytest.raises(MetadataChangedError):
-        run([{"domainMetadata": {"domain": "x"}}])
+    # Domain metadata (delta-spark's checkIfDomainMetadataConflict): only a domain we write too conflicts,
+    # and delta.rowTracking never does (the rebase assigns our row ids above the winner's mark).
+    run([{"domainMetadata": {"domain": "x", "configuration": "{}", "removed": False}}])
+    check_conflicts(
+        7,
+        [{"domainMetadata": {"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark":9}'}}],
+        read_paths=read,
+        removed_paths=removed,
+        root=root,
+        domains=("delta.rowTracking",),
+    )
+    with pytest.raises(MetadataChangedError, match=r"app\.x"):
+        check_conflicts(
+            7,
+            [{"domainMetadata": {"domain": "app.x", "configuration": "{}"}}],
+            read_paths=read,
+            removed_paths=removed,
+            root=root,
+            domains=("app.x", "delta.rowTracking"),
+        )
 
 
 def test_encoded_paths_match_in_conflicts(tmp_path):

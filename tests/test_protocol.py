@@ -36,6 +36,9 @@ ALL_SUPPORTED_WRITERS = (
     "vacuumProtocolCheck",
     "variantType",
     "variantType-preview",
+    "rowTracking",
+    "domainMetadata",
+    "inCommitTimestamp",
 )
 
 
@@ -63,6 +66,7 @@ def _refused(protocol: Protocol, metadata: Metadata | None = None, table: str = 
         Protocol(3, 7, ("timestampNtz",), ALL_SUPPORTED_WRITERS),
         Protocol(2, 5),  # legacy column-mapping capability, but mode is none: not in use
         Protocol(2, 6),  # legacy identity capability without an identity column
+        Protocol(1, 7, None, ("rowTracking", "domainMetadata", "inCommitTimestamp", "appendOnly")),
     ],
     ids=lambda p: f"r{p.min_reader_version}w{p.min_writer_version}{'+f' if p.writer_features else ''}",
 )
@@ -75,9 +79,7 @@ def test_accepted_protocols(protocol):
     "protocol, metadata, feature",
     [
         (Protocol(3, 7, ("variantShredding",), ("variantShredding",)), None, "variantShredding"),
-        (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), None, "rowTracking"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), None, "clustering"),
-        (Protocol(1, 7, None, ("inCommitTimestamp",)), None, "inCommitTimestamp"),
         (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), None, "typeWidening"),
         (Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",)), None, "typeWidening-preview"),
         (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), None, "v2Checkpoint"),
@@ -105,7 +107,7 @@ def test_multiple_features_in_one_error():
         ),
         _meta({"delta.columnMapping.mode": "name"}),
     )
-    assert err.features == ("columnMapping", "domainMetadata", "rowTracking", "variantShredding")
+    assert err.features == ("columnMapping", "variantShredding")
     msg = str(err)
     for f in err.features:
         assert f in msg
@@ -134,9 +136,7 @@ def test_active_features_legacy_mapping():
 REFUSED = {
     "variantShredding-preview": "TBLPROPERTIES ('delta.enableVariantShredding' = 'true')",
     "columnMapping": "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
-    "rowTracking": "TBLPROPERTIES ('delta.enableRowTracking' = 'true')",
     "clustering": "CLUSTER BY (id)",
-    "inCommitTimestamp": "TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
     "typeWidening": "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
     "v2Checkpoint": "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2')",
 }
@@ -186,7 +186,7 @@ def test_spark_table_with_several_features_lists_all(spark, tmp_path):
         "TBLPROPERTIES ('delta.enableVariantShredding' = 'true', 'delta.columnMapping.mode' = 'name', "
         "'delta.enableInCommitTimestamps' = 'true')",
     )
-    _assert_refused_untouched(path, {"variantShredding-preview", "columnMapping", "inCommitTimestamp"})
+    _assert_refused_untouched(path, {"variantShredding-preview", "columnMapping"})
 
 
 @pytest.mark.spark
@@ -210,6 +210,13 @@ ACCEPTED = {
     ),
     "changeDataFeed": ("TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')", "id, CAST(id AS STRING) AS s", None),
     "timestampNtz": ("", "id, TIMESTAMP_NTZ'2024-01-02 03:04:05' AS ts", None),
+    "rowTracking": ("TBLPROPERTIES ('delta.enableRowTracking' = 'true')", "id, CAST(id AS STRING) AS s", None),
+    "domainMetadata": ("TBLPROPERTIES ('delta.enableRowTracking' = 'true')", "id, CAST(id AS STRING) AS s", None),
+    "inCommitTimestamp": (
+        "TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
+        "id, CAST(id AS STRING) AS s",
+        None,
+    ),
 }
 
 
@@ -246,7 +253,8 @@ def test_rewrite_on_table_with_all_supported_features(spark, tmp_path):
     spark.sql(
         f"CREATE TABLE delta.`{path}` (id BIGINT NOT NULL, name STRING, part STRING, "
         "twice BIGINT GENERATED ALWAYS AS (id * 2), ts TIMESTAMP_NTZ) USING delta PARTITIONED BY (part) "
-        "TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.enableChangeDataFeed' = 'true')"
+        "TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.enableChangeDataFeed' = 'true', "
+        "'delta.enableRowTracking' = 'true', 'delta.enableInCommitTimestamps' = 'true')"
     )
     spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT id_pos CHECK (id > 0)")
     spark.sql(

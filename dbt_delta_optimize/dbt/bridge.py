@@ -313,6 +313,7 @@ class Bridge:
         invocation_id: str | None = None,
         target_path: str | None = None,
         storage_options: Any = None,
+        spark_target: Any = None,
     ) -> dict[str, Any]:
         """``dbt run-operation purge`` body for one table: REORG ... APPLY (PURGE) (or its plan, with dry_run)."""
         from ..purge import purge
@@ -323,13 +324,16 @@ class Bridge:
         try:
             args = parse_operation_args(where, None, dry_run, storage_options)
             options = args.storage_options
-            location = _delta_location(record, table, file_format, options)
-            if location is not None and args.dry_run:
-                plan = purge(_spark(), location, where=list(args.where), dry_run=True, storage_options=options)
+            spark = self._session(SparkTarget.parse(spark_target), record, files.invocation_id)
+            location = None if spark is None else _delta_location(record, table, file_format, options, spark)
+            if location is None or spark is None:
+                pass
+            elif args.dry_run:
+                plan = purge(spark(), location, where=list(args.where), dry_run=True, storage_options=options)
                 record.update(decision="plan", status="planned", plan=plan.summary())
                 _files_after(record, location, False, options)
-            elif location is not None:
-                m = purge(_spark(), location, where=list(args.where), storage_options=options)
+            else:
+                m = purge(spark(), location, where=list(args.where), storage_options=options)
                 wrote = _optimized(record, m)
                 record.update(decision="purge", status="purged" if wrote else "nothingToDo")
                 _files_after(record, location, wrote, options)

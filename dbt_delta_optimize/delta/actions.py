@@ -336,9 +336,17 @@ class CommitInfo:
     txn_id: str
     isolation_level: str = "SnapshotIsolation"
     is_blind_append: bool = False
+    #: set when the table has in-commit timestamps (then this commitInfo must be the commit's first action)
+    in_commit_timestamp: int | None = None
+    tags: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     def to_json(self) -> dict[str, Any]:
+        head: dict[str, Any] = (
+            {} if self.in_commit_timestamp is None else {"inCommitTimestamp": self.in_commit_timestamp}
+        )
+        tail: dict[str, Any] = {"tags": dict(self.tags)} if self.tags else {}
         return {
+            **head,
             "timestamp": self.timestamp,
             "operation": self.operation,
             "operationParameters": dict(self.operation_parameters),
@@ -346,6 +354,7 @@ class CommitInfo:
             "isolationLevel": self.isolation_level,
             "isBlindAppend": self.is_blind_append,
             "operationMetrics": {k: str(v) for k, v in self.operation_metrics.items()},
+            **tail,
             "engineInfo": self.engine_info,
             "txnId": self.txn_id,
         }

@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -35,10 +35,21 @@ from .actions import (
     REMOVE,
     AddFile,
     CommitInfo,
+    DomainMetadata,
     RemoveFile,
 )
+from .in_commit_timestamps import commit_timestamp, ict_enabled, next_in_commit_timestamp
 from .log import commit_path, read_commit
 from .protocol import ensure_write_supported
+from .row_tracking import (
+    MISSING_HIGH_WATER_MARK,
+    ROW_TRACKING_DOMAIN,
+    RowTracking,
+    assign_fresh_row_ids,
+    high_water_mark,
+    high_water_mark_action,
+    winning_high_water_mark,
+)
 from .snapshot import Snapshot
 from .storage import Storage
 
@@ -83,10 +94,13 @@ def check_conflicts(
     read_paths: set[str],
     removed_paths: set[str],
     root: str,
+    domains: Iterable[str] = (),
 ) -> None:
     """Raise the typed conflict a winning commit causes, or return if it is safe to rebase onto.
 
-    Precedence follows delta-spark's ConflictChecker: protocol, then metadata, then removed files.
+    Precedence follows delta-spark's ConflictChecker: protocol, then metadata, then domain metadata,
+    then removed files. A winner's domainMetadata conflicts only with a domain this commit writes
+    too (``domains``), except ``delta.rowTracking``, whose mark the rebase recomputes.
     A winning remove with dataChange=true (DELETE, UPDATE, MERGE, overwrite) of a file we read is a
     delete-read conflict even when we remove that file too: the rows we read changed. Only a
     dataChange=false remove (another compaction) of a file we also remove is a delete-delete conflict.
@@ -104,9 +118,11 @@ def check_conflicts(
             "while optimize was running. Nothing was committed; re-run optimize.",
             winning_version=winning_version,
         )
-    if any(DOMAIN_METADATA in a for a in actions):
+    theirs = {str(a[DOMAIN_METADATA].get("domain")) for a in actions if isinstance(a.get(DOMAIN_METADATA), Mapping)}
+    clash = sorted((theirs & set(domains)) - {ROW_TRACKING_DOMAIN})
+    if clash:
         raise MetadataChangedError(
-            f"Version {winning_version} wrote domain metadata, which this writer does not reconcile. "
+            f"Version {winning_version} changed the domain metadata {', '.join(clash)} that this commit also writes. "
             "Nothing was committed; re-run optimize.",
             winning_version=winning_version,
         )
@@ -155,6 +171,8 @@ class Transaction:
         self.snapshot = snapshot
         self.storage = storage if storage is not None else snapshot.storage
         self.max_attempts = max_attempts
+        self.row_tracking = RowTracking.of(snapshot.protocol, snapshot.metadata, table=snapshot.location)
+        self.in_commit_timestamps = ict_enabled(snapshot.metadata)
         self._read_paths: set[str] = set()
         self._committed = False
 
@@ -182,6 +200,8 @@ class Transaction:
         root = self.snapshot.location
         removed = {_norm(a.path, root) for a in actions if isinstance(a, RemoveFile)}
         read = self._read_paths | removed
+        adds = [a for a in actions if isinstance(a, AddFile)]
+        others = [a for a in actions if not isinstance(a, AddFile)]
         info = CommitInfo(
             operation=operation,
             operation_parameters=parameters,
@@ -190,16 +210,17 @@ class Transaction:
             timestamp=int(time.time() * 1000),
             engine_info=engine_info(),
             txn_id=str(uuid.uuid4()),
+            tags=self.row_tracking.commit_tags(),
         )
-        lines = [json.dumps({"commitInfo": info.to_json()}, separators=(",", ":"))]
-        for a in actions:
-            key = ADD if isinstance(a, AddFile) else REMOVE
-            lines.append(json.dumps({key: a.to_json()}, separators=(",", ":")))
-        payload = ("\n".join(lines) + "\n").encode()
+        assigns = self.row_tracking.assigns and bool(adds)
+        mark = high_water_mark(self.snapshot.domains) if assigns else MISSING_HIGH_WATER_MARK
+        previous = self._previous_timestamp(self.read_version, None)
+        domains = (ROW_TRACKING_DOMAIN,) if assigns else ()
 
         version = self.read_version + 1
         rebased: list[int] = []
         for attempt in range(1, self.max_attempts + 1):
+            payload = self._payload(info, adds, others, version, mark if assigns else None, previous)
             if self.storage.put_if_absent(self._log_path(version), payload):
                 self._committed = True
                 log.info("committed %s as version %d of %s (attempt %d)", operation, version, root, attempt)
@@ -208,9 +229,12 @@ class Transaction:
                 )
             # Someone won `version`: check it and every other winner up to the newest.
             while self.storage.exists(self._log_path(version)):
-                check_conflicts(
-                    version, read_commit(self.storage, root, version), read_paths=read, removed_paths=removed, root=root
-                )
+                winning = read_commit(self.storage, root, version)
+                check_conflicts(version, winning, read_paths=read, removed_paths=removed, root=root, domains=domains)
+                # Rebase: our row ids go above the winner's mark, our timestamp after the winner's.
+                theirs = winning_high_water_mark(winning, version)
+                mark = mark if theirs is None else max(mark, theirs)
+                previous = self._previous_timestamp(version, winning)
                 rebased.append(version)
                 version += 1
         raise CommitFailedError(
@@ -218,6 +242,41 @@ class Transaction:
             f"winning (last tried version {version}). Nothing was committed. Raise "
             "spark.databricks.delta.maxCommitAttempts or re-run when the table is quieter."
         )
+
+    def _previous_timestamp(self, version: int, actions: Sequence[Mapping[str, Any]] | None) -> int | None:
+        """The timestamp of ``version`` when this table has in-commit timestamps (ours must come after it)."""
+        if not self.in_commit_timestamps or version < 0:
+            return None
+        return commit_timestamp(self.storage, self.snapshot.location, version, actions)
+
+    def _payload(
+        self,
+        info: CommitInfo,
+        adds: Sequence[AddFile],
+        others: Sequence[AddFile | RemoveFile],
+        version: int,
+        mark: int | None,
+        previous: int | None,
+    ) -> bytes:
+        """The commit file for ``version``: commitInfo first (with its in-commit timestamp), then the actions.
+
+        With row tracking (``mark`` given), new files get fresh row ids above ``mark`` and commit
+        version ``version``, and a ``delta.rowTracking`` action records the new mark.
+        """
+        if previous is not None:
+            info = replace(info, in_commit_timestamp=next_in_commit_timestamp(info.timestamp, previous))
+        tail: list[DomainMetadata] = []
+        if mark is not None:
+            fresh, new_mark = assign_fresh_row_ids(adds, mark, version)
+            adds = fresh
+            if new_mark != mark:
+                tail.append(high_water_mark_action(new_mark))
+        lines = [json.dumps({"commitInfo": info.to_json()}, separators=(",", ":"))]
+        for a in [*adds, *others]:
+            key = ADD if isinstance(a, AddFile) else REMOVE
+            lines.append(json.dumps({key: a.to_json()}, separators=(",", ":")))
+        lines.extend(json.dumps({DOMAIN_METADATA: d.to_json()}, separators=(",", ":")) for d in tail)
+        return ("\n".join(lines) + "\n").encode()
 
     def _maybe_checkpoint(self, version: int) -> int | None:
         try:

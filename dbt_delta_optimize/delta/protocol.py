@@ -32,6 +32,9 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         "variantType",
         "variantType-preview",
     }
+    # row ids and commit versions materialized on rewrite, the mark kept, other domains carried through
+    # (delta/row_tracking.py); commitInfo first with its in-commit timestamp (delta/in_commit_timestamps.py)
+    | {"rowTracking", "domainMetadata", "inCommitTimestamp"}
 )
 SUPPORTED_READER_FEATURES = frozenset(
     {"timestampNtz", "deletionVectors", "vacuumProtocolCheck", "variantType", "variantType-preview"}
@@ -48,11 +51,8 @@ _LEGACY_WRITER = {
 
 _WHY = {
     "columnMapping": "column mapping (physical column names) is not supported yet",
-    "rowTracking": "row tracking would need row ids preserved",
-    "domainMetadata": "domain metadata is not supported yet",
     "clustering": "liquid clustering tables must be optimized by their own clustering",
     "liquid": "liquid clustering tables must be optimized by their own clustering",
-    "inCommitTimestamp": "in-commit timestamps are not written by this writer",
     "typeWidening": "type widening is not supported yet",
     "typeWidening-preview": "type widening is not supported yet",
     "v2Checkpoint": "v2 checkpoints are not written by this writer",

@@ -13,10 +13,12 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import AddFile, RemoveFile
 from ..delta.debris import RunJournal
+from ..delta.row_tracking import RowTracking
 from ..delta.snapshot import Snapshot
 from ..delta.storage import LocalStorage, join
 from ..plan.planner import Bin, OptimizePlan
@@ -101,18 +103,35 @@ class BinRewriter:
 
         return {"base": self.snapshot.location, "options": task_options(self.snapshot.location, storage.options)}
 
+    @cached_property
+    def _row_tracking(self) -> RowTracking:
+        snap = self.snapshot
+        return RowTracking.of(snap.protocol, snap.metadata, table=snap.location)
+
+    def _row_tracking_spec(self, b: Bin) -> dict[str, Any] | None:
+        """Column names and each input's baseRowId/defaultRowCommitVersion, when row ids must be kept."""
+        from .row_tracking_columns import row_tracking_spec
+
+        return row_tracking_spec(self._row_tracking, b.files, self.snapshot.location)
+
     def _input_df(self, b: Bin) -> DataFrame:
-        """The bin's live rows: deletion vectors are applied (by the Arrow reader on a store, else by Spark)."""
+        """The bin's live rows (deletion vectors applied by the Arrow reader on a store, else by Spark),
+        with the hidden row-id columns filled when the table tracks rows."""
         from .live_rows import input_spec, read_live
 
+        row_tracking = self._row_tracking_spec(b)
         if self._store is not None:
             from .store_io import read_store_files
 
             items = [input_spec(self.snapshot, f) for f in b.files]
-            return read_store_files(self.engine, items, self.snapshot.data_fields, self._store)
+            return read_store_files(self.engine, items, self.snapshot.data_fields, self._store, row_tracking)
         if any(f.deletion_vector is not None for f in b.files):
-            return read_live(self.engine, self.snapshot, b.files)
+            return read_live(self.engine, self.snapshot, b.files, row_tracking)
         paths = [self.snapshot.file_path(f.path) for f in b.files]
+        if row_tracking is not None:
+            from .row_tracking_columns import read_with_row_tracking
+
+            return read_with_row_tracking(self.engine, paths, self.snapshot.data_fields, row_tracking)
         return self.engine.read_parquet(paths, self.snapshot.data_fields)
 
     def _write(self, df: DataFrame, staging: str) -> None:
@@ -141,6 +160,7 @@ class BinRewriter:
             "output": dest,
             "fields": self.snapshot.data_fields,
             "compression": codec,
+            "row_tracking": self._row_tracking_spec(b),
         }
         if self._store is not None:
             spec["store"] = self._store

@@ -77,7 +77,13 @@ def _deleted_positions(
     return ids.mapInArrow(_decoder(spec), f"{_FILE} string, {_ROW} long")
 
 
-def _read_with_positions(engine: SparkEngine, paths: list[str], fields: list[dict[str, Any]]) -> DataFrame:
+def _read_with_positions(
+    engine: SparkEngine, paths: list[str], fields: list[dict[str, Any]], row_tracking: Mapping[str, Any] | None
+) -> DataFrame:
+    if row_tracking is not None:  # the hidden row-id columns are filled from physical positions first
+        from .row_tracking_columns import read_with_row_tracking
+
+        return read_with_row_tracking(engine, paths, fields, row_tracking, positions=(_FILE, _ROW))
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -94,20 +100,32 @@ def _read_with_positions(engine: SparkEngine, paths: list[str], fields: list[dic
     )
 
 
-def read_live(engine: SparkEngine, snapshot: Snapshot, files: Sequence[AddFile]) -> DataFrame:
-    """The files' live rows as one DataFrame with the table's data schema (local tables; Spark's reader)."""
+def read_live(
+    engine: SparkEngine,
+    snapshot: Snapshot,
+    files: Sequence[AddFile],
+    row_tracking: Mapping[str, Any] | None = None,
+) -> DataFrame:
+    """The files' live rows as one DataFrame with the table's data schema (local tables; Spark's reader).
+
+    ``row_tracking`` (``row_tracking_spec``): the hidden row-id columns follow the data columns.
+    """
+    from .row_tracking_columns import row_tracking_fields
+
     fields = snapshot.data_fields
     paths = [snapshot.file_path(f.path) for f in files]
     names = [os.path.basename(p) for p in paths]
-    columns = [f"`{f['name']}`" for f in fields]
+    hidden = row_tracking_fields(row_tracking) if row_tracking else []
+    columns = [f"`{f['name']}`" for f in [*fields, *hidden]]
     if len(set(names)) == len(names):
-        rows = _read_with_positions(engine, paths, fields)
+        rows = _read_with_positions(engine, paths, fields, row_tracking)
         deleted = _deleted_positions(engine, snapshot, files, names)
         return rows.join(deleted, on=[_FILE, _ROW], how="left_anti").select(*columns)
     # Two inputs share a file name (different folders): join each file with its own positions.
     out: DataFrame | None = None
-    for path, name, f in zip(paths, names, files):
-        part = _read_with_positions(engine, [path], fields)
+    for i, (path, name, f) in enumerate(zip(paths, names, files)):
+        one = {**row_tracking, "files": [row_tracking["files"][i]]} if row_tracking else None
+        part = _read_with_positions(engine, [path], fields, one)
         if f.deletion_vector is not None:
             part = part.join(_deleted_positions(engine, snapshot, [f], [name]), on=[_FILE, _ROW], how="left_anti")
         part = part.select(*columns)

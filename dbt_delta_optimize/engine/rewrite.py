@@ -97,11 +97,17 @@ def _conform(table: Any, target: Any) -> Any:
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def _live_row_groups(pf: Any, target: Any, deleted: Any) -> Any:
-    """A file's row groups in the table schema, without the rows its deletion vector deletes (by position)."""
+def _live_row_groups(pf: Any, target: Any, deleted: Any, fill: Callable[[Any, int], Any] | None = None) -> Any:
+    """A file's row groups in the table schema, without the rows its deletion vector deletes (by position).
+
+    ``fill`` (the row tracking step) sees each row group with its physical start position, before the
+    deleted rows are dropped, so row ids come from physical positions as the protocol defines them.
+    """
     start = 0
     for rg in range(pf.num_row_groups):
         t = _conform(pf.read_row_group(rg), target)
+        if fill is not None:
+            t = fill(t, start)
         keep = deleted.keep(start, t.num_rows) if deleted is not None else None
         start += t.num_rows
         yield t if keep is None else t.filter(keep)
@@ -121,16 +127,19 @@ def rewrite_files(
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     opener: Callable[[str], Any] | None = None,
     deleted: Callable[[Mapping[str, Any]], Any] | None = None,
+    row_tracking: Mapping[str, Any] | None = None,
 ) -> int:
     """Stream ``inputs`` (opened by ``opener``, else as local files) into one local Parquet file at ``output``.
 
     An input with a deletion vector loses the rows it deletes (``deleted`` decodes the DV into a
-    ``DeletedRows``). Returns the number of rows written.
+    ``DeletedRows``). ``row_tracking`` (``row_tracking_spec``): also write each row's stable row id
+    and commit version, from its physical position (before deleted rows are dropped).
+    Returns the number of rows written.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    target = arrow_schema(fields)
+    target = arrow_schema(_with_hidden_fields(fields, row_tracking))
     rows = 0
     buffered: list[Any] = []
     buffered_bytes = 0
@@ -145,7 +154,7 @@ def rewrite_files(
         write_statistics=True,
     )
     try:
-        for item in inputs:
+        for index, item in enumerate(inputs):
             path = input_path(item)
             dv = None if isinstance(item, str) else item.get("deletionVector")
             removed = deleted(dv) if dv and deleted is not None else None
@@ -155,7 +164,7 @@ def rewrite_files(
             meta = pf.metadata.metadata or {}
             if any(k in meta for k in _LEGACY_KEYS):
                 raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
-            for t in _live_row_groups(pf, target, removed):
+            for t in _live_row_groups(pf, target, removed, _row_tracking_filler(row_tracking, index)):
                 buffered.append(t)
                 buffered_bytes += t.nbytes
                 rows += t.num_rows
@@ -175,6 +184,35 @@ def rewrite_files(
         raise
     writer.close()
     return rows
+
+
+def _with_hidden_fields(
+    fields: Sequence[Mapping[str, Any]], row_tracking: Mapping[str, Any] | None
+) -> list[Mapping[str, Any]]:
+    """The table's data fields, plus the materialized row tracking columns when they are kept."""
+    from .row_tracking_columns import row_tracking_fields
+
+    return [*fields, *(row_tracking_fields(row_tracking) if row_tracking else [])]
+
+
+def _row_tracking_filler(row_tracking: Mapping[str, Any] | None, index: int) -> Callable[[Any, int], Any] | None:
+    """The row tracking step for input ``index``, or None when the table does not track rows."""
+    if not row_tracking:
+        return None
+    return lambda table, position: _keep_row_tracking(table, row_tracking, index, position)
+
+
+def _keep_row_tracking(table: Any, row_tracking: Mapping[str, Any] | None, index: int, position: int) -> Any:
+    """Row tracking step: fill the hidden columns of input ``index``'s rows from ``position`` on."""
+    if not row_tracking:
+        return table
+    import pyarrow as pa
+
+    from .row_tracking_columns import fill_row_tracking
+
+    base_row_id, default_commit_version = row_tracking["files"][index]
+    positions = pa.array(range(position, position + table.num_rows), pa.int64())
+    return fill_row_tracking(table, positions, base_row_id, default_commit_version, row_tracking)
 
 
 def rewrite_bin_task(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -212,6 +250,7 @@ def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] 
             row_group_bytes=spec.get("row_group_bytes", DEFAULT_ROW_GROUP_BYTES),
             opener=opener,
             deleted=lambda dv: load_deleted_rows(dv, root=root, storage=storage),
+            row_tracking=spec.get("row_tracking"),
         )
     except NeedsSparkRewrite as exc:
         return {"fallback": str(exc)}

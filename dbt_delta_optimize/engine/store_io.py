@@ -30,10 +30,11 @@ def _reader(spec: Mapping[str, Any]) -> Any:
 
         from ..delta.deletion_vectors import load_deleted_rows
         from ..delta.storage import storage_for
-        from .rewrite import _live_row_groups, arrow_schema, input_path
+        from .rewrite import _live_row_groups, _row_tracking_filler, _with_hidden_fields, arrow_schema, input_path
 
         storage = storage_for(spec["base"], spec["options"])
-        target = arrow_schema(spec["fields"])
+        row_tracking = spec.get("row_tracking")
+        target = arrow_schema(_with_hidden_fields(spec["fields"], row_tracking))
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 item = spec["paths"][i]
@@ -41,7 +42,7 @@ def _reader(spec: Mapping[str, Any]) -> Any:
                 deleted = load_deleted_rows(dv, root=spec["base"], storage=storage) if dv else None
                 with storage.open_input(input_path(item)) as fh:
                     pf = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
-                    for t in _live_row_groups(pf, target, deleted):
+                    for t in _live_row_groups(pf, target, deleted, _row_tracking_filler(row_tracking, i)):
                         yield from t.to_batches()
 
     return read
@@ -52,15 +53,19 @@ def read_store_files(
     paths: Sequence[str | Mapping[str, Any]],
     fields: list[dict[str, Any]],
     store: Mapping[str, Any],
+    row_tracking: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The files' live rows as one DataFrame with the table's data schema, read by tasks through the store.
 
-    An input given as ``{"path", "deletionVector"}`` loses the rows its DV deletes.
+    An input given as ``{"path", "deletionVector"}`` loses the rows its DV deletes; ``row_tracking``
+    (``row_tracking_spec``): the materialized row tracking columns follow, filled.
     """
     from pyspark.sql.types import StructType
 
-    schema = StructType.fromJson({"type": "struct", "fields": fields})
-    spec = {"paths": list(paths), "fields": fields, **store}
+    from .rewrite import _with_hidden_fields
+
+    schema = StructType.fromJson({"type": "struct", "fields": _with_hidden_fields(fields, row_tracking)})
+    spec = {"paths": list(paths), "fields": fields, "row_tracking": row_tracking, **store}
     ids = engine.spark.range(0, len(paths), 1, max(1, min(len(paths), engine.default_parallelism)))
     return ids.mapInArrow(_reader(spec), schema)
 

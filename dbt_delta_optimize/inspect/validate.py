@@ -30,6 +30,7 @@ Finding codes (see ``CODES``):
   engine's shape (delta-spark and ours: string metrics, predicate/zOrderBy parameters; delta-rs:
   numeric camelCase metrics, targetSize/predicate parameters).
 * ``metrics_mismatch``: operationMetrics disagree with the commit's actions (file counts, bytes).
+* row tracking and in-commit timestamps (``ROW_TRACKING_CODES``, see ``validate_row_tracking``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ..errors import InvalidArgumentError
 from .findings import Finding, ValidationReport
 from .validate_actions import check_actions, norm_path
 from .validate_commit_info import DELTA_RS, DELTA_SPARK, OTHER, OURS, check_commit_info, commit_engine
+from .validate_row_tracking import ROW_TRACKING_CODES, check_row_tracking
 
 if TYPE_CHECKING:
     from ..delta.snapshot import Snapshot
@@ -88,6 +90,7 @@ CODES = (
     "commit_info_missing",
     "commit_info_malformed",
     "metrics_mismatch",
+    *ROW_TRACKING_CODES,
 )
 
 
@@ -238,6 +241,7 @@ def validate_commit(
     added, removed = check_actions(root, before, adds, removes, findings, storage=storage, check_footers=check_footers)
     if info is not None:
         findings.extend(check_commit_info(info, version, adds, removes, _removed_sizes(removes, before, root)))
+    findings.extend(check_row_tracking(raw, version, before, adds, removes, storage=storage))
     return ValidationReport(
         table=root,
         version=version,
