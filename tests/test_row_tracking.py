@@ -332,3 +332,26 @@ def test_in_commit_timestamps_history_and_time_travel(spark, tmp_path):
         e["timestamp"] for e in ours_entries if e["version"] >= int(config["delta.inCommitTimestampEnablementVersion"])
     ]
     assert ours_stamps == sorted(ours_stamps) and ours in ours_stamps
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["arrow", "spark"])
+def test_row_ids_survive_with_deletion_vectors(spark, tmp_path, how):
+    """Row ids come from physical positions: the rows a DV deletes are dropped only after ids are filled."""
+    p = str(tmp_path / "rt_dv")
+    spark.sql(
+        f"CREATE TABLE delta.`{p}` (id BIGINT, x STRING) USING delta "
+        "TBLPROPERTIES ('delta.enableRowTracking'='true', 'delta.enableDeletionVectors'='true')"
+    )
+    for i in range(3):
+        spark.sql(f"INSERT INTO delta.`{p}` SELECT id + {i * 100}, 'v' FROM range(0, 40)")
+    spark.sql(f"DELETE FROM delta.`{p}` WHERE id % 7 = 3")
+    spark.sql(f"UPDATE delta.`{p}` SET x = 'u' WHERE id % 11 = 5")
+    assert any(f.deletion_vector is not None for f in load_snapshot(p).files), "the DML left deletion vectors"
+    before = _triples(spark, p)
+    version = optimize(spark, p, rewrite_engine=how).committed_versions[-1]
+    assert _triples(spark, p) == before
+    after = load_snapshot(p)
+    assert all(f.deletion_vector is None for f in after.files)
+    assert validate_commit(p, version).ok
