@@ -235,7 +235,7 @@ def test_dbt_project_through_spark_connect(connect_server, tmp_path):
         DBT_SEND_ANONYMOUS_USAGE_STATS="false",
     )
     dbt = os.path.join(os.path.dirname(sys.executable), "dbt")
-    for args in (["deps"], ["seed", "--target", "connect"], ["run", "--target", "connect", "-s", "events_zordered"]):
+    for args in (["deps"], ["build", "--target", "connect", "-s", "raw_events", "events_zordered"]):
         proc = subprocess.run([dbt, *args], cwd=project, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, brief(proc.stdout + proc.stderr)
     (record,) = json.loads((tmp_path / "target" / "delta_optimize_results.json").read_text())

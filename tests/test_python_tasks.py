@@ -78,3 +78,21 @@ def test_dbt_server_methods_without_connect_skip_once_per_run(tmp_path, monkeypa
     assert SparkTarget.parse({"method": "http", "remote": "sc://h:1"}).usable
     monkeypatch.setenv("SPARK_REMOTE", "sc://h:2")
     assert SparkTarget.parse({"method": "thrift"}) == SparkTarget("thrift", "sc://h:2")
+
+
+@pytest.mark.spark
+def test_three_part_names_resolve_on_a_classic_session(spark, tmp_path):
+    from dbt_delta_optimize.engine.session import resolve_table
+
+    path = str(tmp_path / "t3")
+    spark.range(3).write.format("delta").save(path)
+    spark.sql(f"CREATE TABLE default.ddo_three_part USING delta LOCATION '{path}'")
+    try:
+        for name in (
+            "spark_catalog.default.ddo_three_part",
+            "default.ddo_three_part",
+            "`spark_catalog`.default.ddo_three_part",
+        ):
+            assert resolve_table(name, spark).rstrip("/").endswith("t3"), name
+    finally:
+        spark.sql("DROP TABLE default.ddo_three_part")
