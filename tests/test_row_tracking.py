@@ -332,3 +332,40 @@ def test_in_commit_timestamps_history_and_time_travel(spark, tmp_path):
         e["timestamp"] for e in ours_entries if e["version"] >= int(config["delta.inCommitTimestampEnablementVersion"])
     ]
     assert ours_stamps == sorted(ours_stamps) and ours in ours_stamps
+
+
+def _copy_tree(src, src_root: str, dst, dst_root: str, names: list[str]) -> None:
+    from dbt_delta_optimize.delta.storage import join
+
+    for name in names:
+        dst.write_bytes(join(dst_root, name), src.read_bytes(join(src_root, name)))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_row_ids_kept_on_an_object_store(spark, rt_table, s3_server, monkeypatch, tmp_path):
+    """The store paths (Arrow task reading the store, Z-order read by tasks): the table goes to moto S3,
+    is optimized there, and comes back for delta-spark to read its row ids."""
+    from dbt_delta_optimize.delta.storage import LocalStorage, storage_for
+
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    before = _triples(spark, rt_table)
+    bucket = f"s3://{s3_server.new_bucket()}"
+    local, store = LocalStorage(), storage_for(bucket)
+    names = [
+        os.path.relpath(os.path.join(d, f), rt_table)
+        for d, _, files in os.walk(rt_table)
+        for f in files
+        if not f.endswith(".crc")
+    ]
+    for name, kwargs in (("compacted", {}), ("zordered", {"zorder_by": ["x"]})):
+        url = f"{bucket}/{name}"
+        _copy_tree(local, rt_table, store, url, names)
+        version = optimize(spark, url, **kwargs).committed_versions[-1]
+        assert validate_commit(url, version).ok
+        back = str(tmp_path / name)
+        snap = load_snapshot(url)
+        log = [f"_delta_log/{n}" for n in store.list_dir(f"{url}/_delta_log")]
+        _copy_tree(store, url, local, back, log + [f.path for f in snap.files])
+        assert _triples(spark, back) == before, name
