@@ -193,6 +193,47 @@ def test_validation_passes_our_commit(tmp_path):
     assert _mutated_report(tmp_path, lambda acts: None) == set()
 
 
+@pytest.mark.parametrize(
+    "config, base, tagged",
+    [
+        ({"delta.enableRowTracking": "false"}, 10, False),  # supported only: fresh ids, nothing to preserve
+        ({"delta.enableRowTracking": "false", "delta.rowTrackingSuspended": "true"}, None, False),
+    ],
+)
+def test_supported_but_not_enabled_and_suspended(tmp_path, config, base, tagged):
+    root = str(tmp_path)
+    _table(root, int(time.time() * 1000))
+    meta = read_commit(root, 0)
+    next(a for a in meta if "metaData" in a)["metaData"]["configuration"].update(config)
+    _write(root, 0, *meta)
+    raw = read_commit(root, _commit(root, _compaction(root)).version)
+    add = next(a["add"] for a in raw if "add" in a)
+    assert add.get("baseRowId") == base
+    assert ("tags" in raw[0]["commitInfo"]) is tagged
+    assert any("domainMetadata" in a for a in raw) is (base is not None)
+
+
+def test_arrow_rewrite_fills_row_ids_across_row_groups(tmp_path):
+    """Positions continue across row groups; materialized values win over generated ones."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dbt_delta_optimize.engine.rewrite import rewrite_files
+
+    first, second = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    pq.write_table(pa.table({"id": list(range(5))}), first, row_group_size=2)  # 3 row groups
+    materialized = pa.table({"id": [7, 8], ROW_ID_COL: [None, 99], VERSION_COL: [3, None]})
+    pq.write_table(materialized, second)
+    spec = {"row_id": ROW_ID_COL, "commit_version": VERSION_COL, "files": [[100, 1], [200, 2]]}
+    fields = [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]
+    out = str(tmp_path / "out" / "c.parquet")
+    assert rewrite_files([first, second], out, fields, row_tracking=spec) == 7
+    t = pq.read_table(out)
+    assert t.column_names == ["id", ROW_ID_COL, VERSION_COL]
+    assert t.column(ROW_ID_COL).to_pylist() == [100, 101, 102, 103, 104, 200, 99]
+    assert t.column(VERSION_COL).to_pylist() == [1, 1, 1, 1, 1, 3, 2]
+
+
 # =========================================================================== delta-spark tables
 def _triples(spark, path: str) -> list[tuple]:
     q = f"SELECT id, _metadata.row_id, _metadata.row_commit_version FROM delta.`{path}`"
