@@ -193,6 +193,47 @@ def test_validation_passes_our_commit(tmp_path):
     assert _mutated_report(tmp_path, lambda acts: None) == set()
 
 
+@pytest.mark.parametrize(
+    "config, base, tagged",
+    [
+        ({"delta.enableRowTracking": "false"}, 10, False),  # supported only: fresh ids, nothing to preserve
+        ({"delta.enableRowTracking": "false", "delta.rowTrackingSuspended": "true"}, None, False),
+    ],
+)
+def test_supported_but_not_enabled_and_suspended(tmp_path, config, base, tagged):
+    root = str(tmp_path)
+    _table(root, int(time.time() * 1000))
+    meta = read_commit(root, 0)
+    next(a for a in meta if "metaData" in a)["metaData"]["configuration"].update(config)
+    _write(root, 0, *meta)
+    raw = read_commit(root, _commit(root, _compaction(root)).version)
+    add = next(a["add"] for a in raw if "add" in a)
+    assert add.get("baseRowId") == base
+    assert ("tags" in raw[0]["commitInfo"]) is tagged
+    assert any("domainMetadata" in a for a in raw) is (base is not None)
+
+
+def test_arrow_rewrite_fills_row_ids_across_row_groups(tmp_path):
+    """Positions continue across row groups; materialized values win over generated ones."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dbt_delta_optimize.engine.rewrite import rewrite_files
+
+    first, second = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    pq.write_table(pa.table({"id": list(range(5))}), first, row_group_size=2)  # 3 row groups
+    materialized = pa.table({"id": [7, 8], ROW_ID_COL: [None, 99], VERSION_COL: [3, None]})
+    pq.write_table(materialized, second)
+    spec = {"row_id": ROW_ID_COL, "commit_version": VERSION_COL, "files": [[100, 1], [200, 2]]}
+    fields = [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]
+    out = str(tmp_path / "out" / "c.parquet")
+    assert rewrite_files([first, second], out, fields, row_tracking=spec) == 7
+    t = pq.read_table(out)
+    assert t.column_names == ["id", ROW_ID_COL, VERSION_COL]
+    assert t.column(ROW_ID_COL).to_pylist() == [100, 101, 102, 103, 104, 200, 99]
+    assert t.column(VERSION_COL).to_pylist() == [1, 1, 1, 1, 1, 3, 2]
+
+
 # =========================================================================== delta-spark tables
 def _triples(spark, path: str) -> list[tuple]:
     q = f"SELECT id, _metadata.row_id, _metadata.row_commit_version FROM delta.`{path}`"
@@ -355,3 +396,40 @@ def test_row_ids_survive_with_deletion_vectors(spark, tmp_path, how):
     after = load_snapshot(p)
     assert all(f.deletion_vector is None for f in after.files)
     assert validate_commit(p, version).ok
+
+
+def _copy_tree(src, src_root: str, dst, dst_root: str, names: list[str]) -> None:
+    from dbt_delta_optimize.delta.storage import join
+
+    for name in names:
+        dst.write_bytes(join(dst_root, name), src.read_bytes(join(src_root, name)))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_row_ids_kept_on_an_object_store(spark, rt_table, s3_server, monkeypatch, tmp_path):
+    """The store paths (Arrow task reading the store, Z-order read by tasks): the table goes to moto S3,
+    is optimized there, and comes back for delta-spark to read its row ids."""
+    from dbt_delta_optimize.delta.storage import LocalStorage, storage_for
+
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    before = _triples(spark, rt_table)
+    bucket = f"s3://{s3_server.new_bucket()}"
+    local, store = LocalStorage(), storage_for(bucket)
+    names = [
+        os.path.relpath(os.path.join(d, f), rt_table)
+        for d, _, files in os.walk(rt_table)
+        for f in files
+        if not f.endswith(".crc")
+    ]
+    for name, kwargs in (("compacted", {}), ("zordered", {"zorder_by": ["x"]})):
+        url = f"{bucket}/{name}"
+        _copy_tree(local, rt_table, store, url, names)
+        version = optimize(spark, url, **kwargs).committed_versions[-1]
+        assert validate_commit(url, version).ok
+        back = str(tmp_path / name)
+        snap = load_snapshot(url)
+        log = [f"_delta_log/{n}" for n in store.list_dir(f"{url}/_delta_log")]
+        _copy_tree(store, url, local, back, log + [f.path for f in snap.files])
+        assert _triples(spark, back) == before, name
