@@ -1,9 +1,9 @@
 """Compaction of a table with 10% of its rows deleted through deletion vectors: ours vs delta-spark's OPTIMIZE.
 
 One delta-spark table (P partitions x F files, deletion vectors on), then a DELETE of every tenth row
-(one DV per file, no rewrite). Two copies; one warm session compacts one copy with our ``optimize``
-(Arrow rewrite; and ``rewrite_engine="spark"`` on a third copy) and the other with delta-spark's
-``OPTIMIZE``, in the same run. Prints seconds, the ratio ours / delta-spark, and checks that every
+(one DV per file, no rewrite). Copies of it; one session compacts one copy with our ``optimize``
+(Arrow rewrite; first, so JVM warm-up counts against us), one with delta-spark's ``OPTIMIZE`` and
+one with ours and ``rewrite_engine="spark"``, in the same run. Prints seconds, the ratio ours / delta-spark, and checks that every
 copy reads the same rows and that no live file keeps a DV.
 
     .venv/bin/python bench/dv_compact.py [--partitions 4] [--files 16] [--rows 20000]
@@ -34,7 +34,7 @@ def build(spark, path: str, partitions: int, files: int, rows: int) -> None:
     spark.range(total).selectExpr(
         "id", "sha2(cast(id AS STRING), 256) AS v", "rand(7) AS x", f"CAST(id % {partitions} AS INT) AS part"
     ).repartition(files, "part", "v").write.format("delta").mode("append").save(path)
-    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 10 = 3")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE pmod(hash(id), 10) = 3")  # about 10% of every file
 
 
 def digest(spark, path: str) -> tuple:
@@ -62,12 +62,12 @@ def main() -> None:
             shutil.copytree(base, p)
         expected, files, with_dv = digest(spark, base), len(load_snapshot(base).files), dvs(base)
         timings = {}
+        t = time.perf_counter()  # ours first: the JVM's warm-up counts against us, not against delta-spark
+        optimize(spark, copies["ours"])
+        timings["ours"] = time.perf_counter() - t
         t = time.perf_counter()
         spark.sql(f"OPTIMIZE delta.`{copies['delta_spark']}`").collect()
         timings["delta_spark"] = time.perf_counter() - t
-        t = time.perf_counter()
-        optimize(spark, copies["ours"])
-        timings["ours"] = time.perf_counter() - t
         t = time.perf_counter()
         optimize(spark, copies["ours_spark"], rewrite_engine="spark")
         timings["ours_spark"] = time.perf_counter() - t

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["input_spec", "live_row_count", "read_live"]
 
 _FILE, _ROW = "_ddo_file", "_ddo_row"
+#: Up to this many deleted positions per bin are broadcast to the scan (a few tens of MB at most);
+#: beyond it Spark joins by shuffling, which any number of rows survives.
+BROADCAST_MAX_ROWS = 2_000_000
 
 
 def input_spec(snapshot: Snapshot, f: AddFile) -> str | dict[str, Any]:
@@ -118,8 +121,12 @@ def read_live(
     hidden = row_tracking_fields(row_tracking) if row_tracking else []
     columns = [f"`{f['name']}`" for f in [*fields, *hidden]]
     if len(set(names)) == len(names):
+        from pyspark.sql import functions as F
+
         rows = _read_with_positions(engine, paths, fields, row_tracking)
         deleted = _deleted_positions(engine, snapshot, files, names)
+        if sum(f.deletion_vector.cardinality for f in files if f.deletion_vector) <= BROADCAST_MAX_ROWS:
+            deleted = F.broadcast(deleted)  # the scan filters in place: no shuffle of the bin's rows
         return rows.join(deleted, on=[_FILE, _ROW], how="left_anti").select(*columns)
     # Two inputs share a file name (different folders): join each file with its own positions.
     out: DataFrame | None = None
