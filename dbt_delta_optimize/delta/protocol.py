@@ -13,11 +13,15 @@ from .actions import Metadata, Protocol
 
 __all__ = ["SUPPORTED_READER_FEATURES", "SUPPORTED_WRITER_FEATURES", "active_features", "ensure_write_supported"]
 
+#: Column mapping (physical names, field ids) and type widening (files read in the current type):
+#: honoured by the rewriters (delta/column_mapping.py, engine/rewrite.py).
+_MAPPING_AND_WIDENING = frozenset({"columnMapping", "typeWidening", "typeWidening-preview"})
 #: Writer features a data-rearranging (dataChange=false) commit can honour as-is.
-SUPPORTED_WRITER_FEATURES = frozenset(
-    {"appendOnly", "invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "timestampNtz"}
+SUPPORTED_WRITER_FEATURES = (
+    frozenset({"appendOnly", "invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "timestampNtz"})
+    | _MAPPING_AND_WIDENING
 )
-SUPPORTED_READER_FEATURES = frozenset({"timestampNtz"})
+SUPPORTED_READER_FEATURES = frozenset({"timestampNtz"}) | _MAPPING_AND_WIDENING
 
 # Features implied by legacy (pre table-features) protocol versions.
 _LEGACY_WRITER = {

@@ -12,10 +12,11 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import AddFile, RemoveFile
+from ..delta.column_mapping import mapping_mode, physical_column_path
 from ..delta.debris import RunJournal
 from ..delta.snapshot import Snapshot
 from ..delta.storage import LocalStorage, join
@@ -56,7 +57,9 @@ class BinRewriter:
     def _place(self, b: Bin, name: str) -> tuple[str, str]:
         """(location, log path) of a new file, announced in the journal before anything is written."""
         snap = self.snapshot
-        dest, log_path, rel_dir = new_file_location(snap.location, b.partition_values, snap.partition_columns, name)
+        dest, log_path, rel_dir = new_file_location(
+            snap.location, b.partition_values, snap.physical_partition_columns, name
+        )
         folder = join(snap.location, rel_dir) if rel_dir else snap.location
         created = [] if snap.storage.exists(folder) else [rel_dir]
         with self.lock:
@@ -106,15 +109,22 @@ class BinRewriter:
         if self._store is not None:
             from .store_io import read_store_files
 
-            return read_store_files(self.engine, paths, self.snapshot.data_fields, self._store)
-        return self.engine.read_parquet(paths, self.snapshot.data_fields)
+            return read_store_files(
+                self.engine, paths, self.snapshot.physical_data_fields, self._store, by_id=self._by_id
+            )
+        return self.engine.read_parquet(paths, self.snapshot.physical_data_fields)
+
+    @property
+    def _by_id(self) -> bool:
+        """Column mapping's id mode: Parquet columns are matched by field id, not by name."""
+        return mapping_mode(self.snapshot.configuration) == "id"
 
     def _write(self, df: DataFrame, staging: str) -> None:
         """Each partition of ``df`` into one file under ``staging``: Spark's writer, or Arrow in tasks on a store."""
         if self._store is not None:
             from .store_io import write_store_files
 
-            write_store_files(df, staging, self._store, self.engine.parquet_codec)
+            write_store_files(df, staging, self._store, self.engine.parquet_codec, self.snapshot.physical_data_fields)
             return
         df.write.option("maxRecordsPerFile", 0).mode("errorifexists").parquet(staging)
 
@@ -130,8 +140,9 @@ class BinRewriter:
         spec: dict[str, Any] = {
             "inputs": [self.snapshot.file_path(f.path) for f in b.files],
             "output": dest,
-            "fields": self.snapshot.data_fields,
+            "fields": self.snapshot.physical_data_fields,
             "compression": codec,
+            "by_id": self._by_id,
         }
         if self._store is not None:
             spec["store"] = self._store
@@ -156,7 +167,10 @@ class BinRewriter:
         approx = max(1, b.size // self.plan.config.max_file_size)
         counts = [f.num_records for f in b.files]
         total_rows = sum(c for c in counts if c is not None) if all(c is not None for c in counts) else None
-        df = cluster(self.engine.spark, self._input_df(b), approx, spec, total_rows)
+        # The curve is computed on the Parquet (physical) columns of the logical names the user gave.
+        mode = mapping_mode(self.snapshot.configuration)
+        physical = tuple(physical_column_path(self.snapshot.data_fields, p, mode) for p in spec.columns)
+        df = cluster(self.engine.spark, self._input_df(b), approx, replace(spec, columns=physical), total_rows)
         with self.engine.jit_sized_codegen():
             self._write(df, staging)
         return self._collect_staged(b, staging, tags=spec.tags())
@@ -190,7 +204,9 @@ class BinRewriter:
     def _rewrite(self, b: Bin, group: str) -> BinResult:
         staging = join(self.journal.folder, uuid.uuid4().hex)
         description = f"{self.snapshot.location}<br/>Optimizing {b.describe()}"
-        with self.engine.job_group(group, description):
+        # Column mapping's id mode: Spark reads Parquet columns by field id, as delta-spark does.
+        confs = {"spark.sql.parquet.fieldId.read.enabled": "true"} if self._by_id else {}
+        with self.engine.job_group(group, description), self.engine.scoped_defaults(confs):
             adds: tuple[AddFile, ...] | None = None
             if self.plan.clustering is not None:
                 adds = self._clustered(b, staging)

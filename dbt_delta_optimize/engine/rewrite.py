@@ -62,26 +62,39 @@ def _arrow_type(t: Any) -> Any:
 
 
 def _arrow_field(f: Mapping[str, Any]) -> Any:
+    """One Arrow field; a Parquet field id (column mapping's ``parquet.field.id``) goes into its metadata."""
     import pyarrow as pa
 
-    return pa.field(f["name"], _arrow_type(f["type"]), True)
+    field_id = (f.get("metadata") or {}).get("parquet.field.id")
+    meta = None if field_id is None else {b"PARQUET:field_id": str(int(field_id)).encode()}
+    return pa.field(f["name"], _arrow_type(f["type"]), True, metadata=meta)
 
 
 def arrow_schema(fields: Sequence[Mapping[str, Any]]) -> Any:
-    """Arrow schema of the table's data columns (Delta schema fields, partition columns excluded)."""
+    """Arrow schema of the table's data columns (physical Delta schema fields, partition columns excluded)."""
     import pyarrow as pa
 
     return pa.schema([_arrow_field(f) for f in fields])
 
 
-def _conform(table: Any, target: Any) -> Any:
-    """Reorder, cast and null-fill a file's columns to the table schema (names matched case-insensitively)."""
+def _field_id(field: Any) -> bytes | None:
+    return (field.metadata or {}).get(b"PARQUET:field_id")
+
+
+def _conform(table: Any, target: Any, *, by_id: bool = False) -> Any:
+    """Reorder, cast and null-fill a file's columns to the table schema.
+
+    Columns are matched by physical name case-insensitively, or (column mapping's id mode) by Parquet
+    field id. A column the schema no longer has (a dropped column) is left out; a widened type
+    (type widening: int -> long, float -> double, date -> timestamp_ntz, wider decimals) is cast.
+    """
     import pyarrow as pa
 
     by_lower = {name.lower(): i for i, name in enumerate(table.column_names)}
+    ids = {_field_id(f): i for i, f in enumerate(table.schema) if _field_id(f) is not None} if by_id else {}
     columns = []
     for field in target:
-        i = by_lower.get(field.name.lower())
+        i = ids.get(_field_id(field)) if by_id and ids else by_lower.get(field.name.lower())
         if i is None:
             columns.append(pa.nulls(table.num_rows, field.type))
             continue
@@ -105,6 +118,7 @@ def rewrite_files(
     compression: str = "snappy",
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     opener: Callable[[str], Any] | None = None,
+    by_id: bool = False,
 ) -> int:
     """Stream ``inputs`` (opened by ``opener``, else as local files) into one local Parquet file at ``output``.
 
@@ -134,7 +148,7 @@ def rewrite_files(
             if any(k in meta for k in _LEGACY_KEYS):
                 raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
             for rg in range(pf.num_row_groups):
-                t = _conform(pf.read_row_group(rg), target)
+                t = _conform(pf.read_row_group(rg), target, by_id=by_id)
                 buffered.append(t)
                 buffered_bytes += t.nbytes
                 rows += t.num_rows
@@ -187,6 +201,7 @@ def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] 
             compression=spec.get("compression", "snappy"),
             row_group_bytes=spec.get("row_group_bytes", DEFAULT_ROW_GROUP_BYTES),
             opener=opener,
+            by_id=spec.get("by_id", False),
         )
     except NeedsSparkRewrite as exc:
         return {"fallback": str(exc)}
