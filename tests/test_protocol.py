@@ -32,6 +32,8 @@ ALL_SUPPORTED_WRITERS = (
     "changeDataFeed",
     "timestampNtz",
 )
+#: Honoured by the rewriters (tests/test_column_mapping.py); not used by the all-features table below.
+MAPPING_AND_WIDENING = ("columnMapping", "typeWidening", "typeWidening-preview")
 
 
 def _meta(configuration=None, fields=None) -> Metadata:
@@ -73,16 +75,12 @@ def test_accepted_protocols(protocol):
         (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), None, "rowTracking"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), None, "clustering"),
         (Protocol(1, 7, None, ("inCommitTimestamp",)), None, "inCommitTimestamp"),
-        (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), None, "typeWidening"),
-        (Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",)), None, "typeWidening-preview"),
         (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), None, "v2Checkpoint"),
         (Protocol(1, 7, None, ("identityColumns",)), None, "identityColumns"),
         (Protocol(3, 7, ("variantType",), ("variantType",)), None, "variantType"),
         (Protocol(1, 7, None, ("someFutureFeature",)), None, "someFutureFeature"),
         (Protocol(3, 7, ("someFutureReaderFeature",), ()), None, "someFutureReaderFeature"),
         # legacy protocols: capability + actual use
-        (Protocol(2, 5), _meta({"delta.columnMapping.mode": "name"}), "columnMapping"),
-        (Protocol(2, 5), _meta({"delta.columnMapping.mode": "id"}), "columnMapping"),
         (
             Protocol(1, 6),
             _meta(fields=[{"name": "id", "type": "long", "nullable": True, "metadata": {"delta.identity.start": 1}}]),
@@ -109,7 +107,7 @@ def test_multiple_features_in_one_error():
         ),
         _meta({"delta.columnMapping.mode": "name"}),
     )
-    assert err.features == ("columnMapping", "deletionVectors", "domainMetadata", "rowTracking")
+    assert err.features == ("deletionVectors", "domainMetadata", "rowTracking")
     msg = str(err)
     for f in err.features:
         assert f in msg
@@ -131,17 +129,29 @@ def test_active_features_legacy_mapping():
     assert "columnMapping" in r and "columnMapping" in w
     r, w = active_features(Protocol(3, 7, ("deletionVectors",), ("deletionVectors", "appendOnly")))
     assert r == {"deletionVectors"} and w == {"deletionVectors", "appendOnly"}
-    assert set(ALL_SUPPORTED_WRITERS) == set(SUPPORTED_WRITER_FEATURES)
+    assert set(ALL_SUPPORTED_WRITERS) | set(MAPPING_AND_WIDENING) == set(SUPPORTED_WRITER_FEATURES)
+
+
+@pytest.mark.parametrize(
+    "protocol, metadata",
+    [
+        (Protocol(2, 5), _meta({"delta.columnMapping.mode": "name"})),
+        (Protocol(2, 5), _meta({"delta.columnMapping.mode": "id"})),
+        (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), _meta({"delta.columnMapping.mode": "id"})),
+        (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), None),
+        (Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",)), None),
+    ],
+)
+def test_column_mapping_and_type_widening_are_accepted(protocol, metadata):
+    ensure_write_supported(protocol, metadata)
 
 
 # =========================================================================== real tables
 REFUSED = {
     "deletionVectors": "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
-    "columnMapping": "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
     "rowTracking": "TBLPROPERTIES ('delta.enableRowTracking' = 'true')",
     "clustering": "CLUSTER BY (id)",
     "inCommitTimestamp": "TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
-    "typeWidening": "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
     "v2Checkpoint": "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2')",
 }
 
@@ -198,7 +208,7 @@ def test_spark_table_with_several_features_lists_all(spark, tmp_path):
         "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = 'name', "
         "'delta.enableInCommitTimestamps' = 'true')",
     )
-    _assert_refused_untouched(path, {"deletionVectors", "columnMapping", "inCommitTimestamp"})
+    _assert_refused_untouched(path, {"deletionVectors", "inCommitTimestamp"})  # column mapping is honoured
 
 
 @pytest.mark.spark
@@ -222,6 +232,8 @@ ACCEPTED = {
     ),
     "changeDataFeed": ("TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')", "id, CAST(id AS STRING) AS s", None),
     "timestampNtz": ("", "id, TIMESTAMP_NTZ'2024-01-02 03:04:05' AS ts", None),
+    "columnMapping": ("TBLPROPERTIES ('delta.columnMapping.mode' = 'name')", "id, CAST(id AS STRING) AS s", None),
+    "typeWidening": ("TBLPROPERTIES ('delta.enableTypeWidening' = 'true')", "id, CAST(id AS STRING) AS s", None),
 }
 
 
