@@ -40,6 +40,8 @@ ALL_SUPPORTED_WRITERS = (
     "domainMetadata",
     "inCommitTimestamp",
 )
+#: Honoured by the rewriters (tests/test_column_mapping.py); not used by the all-features table below.
+MAPPING_AND_WIDENING = ("columnMapping", "typeWidening", "typeWidening-preview")
 
 
 def _meta(configuration=None, fields=None) -> Metadata:
@@ -80,14 +82,14 @@ def test_accepted_protocols(protocol):
     [
         (Protocol(3, 7, ("variantShredding",), ("variantShredding",)), None, "variantShredding"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), None, "clustering"),
-        (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), None, "typeWidening"),
-        (Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",)), None, "typeWidening-preview"),
         (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), None, "v2Checkpoint"),
         (Protocol(1, 7, None, ("someFutureFeature",)), None, "someFutureFeature"),
         (Protocol(3, 7, ("someFutureReaderFeature",), ()), None, "someFutureReaderFeature"),
-        # legacy protocols: capability + actual use
-        (Protocol(2, 5), _meta({"delta.columnMapping.mode": "name"}), "columnMapping"),
-        (Protocol(2, 5), _meta({"delta.columnMapping.mode": "id"}), "columnMapping"),
+        (
+            Protocol(3, 7, ("variantShredding-preview",), ("variantShredding-preview",)),
+            None,
+            "variantShredding-preview",
+        ),
     ],
 )
 def test_refused_features_are_named(protocol, metadata, feature):
@@ -107,7 +109,7 @@ def test_multiple_features_in_one_error():
         ),
         _meta({"delta.columnMapping.mode": "name"}),
     )
-    assert err.features == ("columnMapping", "variantShredding")
+    assert err.features == ("variantShredding",)
     msg = str(err)
     for f in err.features:
         assert f in msg
@@ -129,15 +131,27 @@ def test_active_features_legacy_mapping():
     assert "columnMapping" in r and "columnMapping" in w
     r, w = active_features(Protocol(3, 7, ("deletionVectors",), ("deletionVectors", "appendOnly")))
     assert r == {"deletionVectors"} and w == {"deletionVectors", "appendOnly"}
-    assert set(ALL_SUPPORTED_WRITERS) == set(SUPPORTED_WRITER_FEATURES)
+    assert set(ALL_SUPPORTED_WRITERS) | set(MAPPING_AND_WIDENING) == set(SUPPORTED_WRITER_FEATURES)
+
+
+@pytest.mark.parametrize(
+    "protocol, metadata",
+    [
+        (Protocol(2, 5), _meta({"delta.columnMapping.mode": "name"})),
+        (Protocol(2, 5), _meta({"delta.columnMapping.mode": "id"})),
+        (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), _meta({"delta.columnMapping.mode": "id"})),
+        (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), None),
+        (Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",)), None),
+    ],
+)
+def test_column_mapping_and_type_widening_are_accepted(protocol, metadata):
+    ensure_write_supported(protocol, metadata)
 
 
 # =========================================================================== real tables
 REFUSED = {
     "variantShredding-preview": "TBLPROPERTIES ('delta.enableVariantShredding' = 'true')",
-    "columnMapping": "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
     "clustering": "CLUSTER BY (id)",
-    "typeWidening": "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
     "v2Checkpoint": "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2')",
 }
 
@@ -186,7 +200,7 @@ def test_spark_table_with_several_features_lists_all(spark, tmp_path):
         "TBLPROPERTIES ('delta.enableVariantShredding' = 'true', 'delta.columnMapping.mode' = 'name', "
         "'delta.enableInCommitTimestamps' = 'true')",
     )
-    _assert_refused_untouched(path, {"variantShredding-preview", "columnMapping"})
+    _assert_refused_untouched(path, {"variantShredding-preview"})  # column mapping and ICT are honoured
 
 
 @pytest.mark.spark
@@ -217,6 +231,8 @@ ACCEPTED = {
         "id, CAST(id AS STRING) AS s",
         None,
     ),
+    "columnMapping": ("TBLPROPERTIES ('delta.columnMapping.mode' = 'name')", "id, CAST(id AS STRING) AS s", None),
+    "typeWidening": ("TBLPROPERTIES ('delta.enableTypeWidening' = 'true')", "id, CAST(id AS STRING) AS s", None),
 }
 
 

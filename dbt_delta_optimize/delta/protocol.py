@@ -18,7 +18,7 @@ __all__ = ["SUPPORTED_READER_FEATURES", "SUPPORTED_WRITER_FEATURES", "active_fea
 #: written (delta-spark's OPTIMIZE writes none either); appendOnly allows dataChange=false removes;
 #: vacuumProtocolCheck asks only VACUUM for something. Deletion vectors are applied on read (the new
 #: files carry none) and each remove carries its file's DV; variant columns are copied as Spark reads them.
-SUPPORTED_WRITER_FEATURES = frozenset(
+_AS_IS = frozenset(
     {
         "appendOnly",
         "invariants",
@@ -32,12 +32,17 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         "variantType",
         "variantType-preview",
     }
-    # row ids and commit versions materialized on rewrite, the mark kept, other domains carried through
-    # (delta/row_tracking.py); commitInfo first with its in-commit timestamp (delta/in_commit_timestamps.py)
-    | {"rowTracking", "domainMetadata", "inCommitTimestamp"}
 )
-SUPPORTED_READER_FEATURES = frozenset(
-    {"timestampNtz", "deletionVectors", "vacuumProtocolCheck", "variantType", "variantType-preview"}
+#: Column mapping (physical names, field ids) and type widening (files read in the current type):
+#: honoured by the rewriters (delta/column_mapping.py, engine/rewrite.py).
+_MAPPING_AND_WIDENING = frozenset({"columnMapping", "typeWidening", "typeWidening-preview"})
+#: Row ids and commit versions materialized on rewrite, the mark kept, other domains carried through
+#: (delta/row_tracking.py); commitInfo first with its in-commit timestamp (delta/in_commit_timestamps.py).
+_ROW_TRACKING_AND_ICT = frozenset({"rowTracking", "domainMetadata", "inCommitTimestamp"})
+SUPPORTED_WRITER_FEATURES = _AS_IS | _MAPPING_AND_WIDENING | _ROW_TRACKING_AND_ICT
+SUPPORTED_READER_FEATURES = (
+    frozenset({"timestampNtz", "deletionVectors", "vacuumProtocolCheck", "variantType", "variantType-preview"})
+    | _MAPPING_AND_WIDENING
 )
 
 # Features implied by legacy (pre table-features) protocol versions.

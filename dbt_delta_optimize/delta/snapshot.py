@@ -19,6 +19,7 @@ from urllib.parse import unquote
 from ..errors import CorruptLogError, DeltaOptimizeError, NotADeltaTableError, TableNotFoundError
 from . import log as _log
 from .actions import AddFile, DomainMetadata, Metadata, Protocol
+from .column_mapping import mapping_mode, physical_fields, physical_partition_columns
 from .file_table import FileTable, FileView, LogAdds, match_live, read_log_adds
 from .paths import check_log_path, data_file_location
 from .storage import LocalStorage, Storage, join, storage_for, table_uri
@@ -85,6 +86,16 @@ class Snapshot:
         if "domainMetadata" not in features:
             return {}
         return _log.read_domains(self.storage, self.location, self.version, _log.list_log(self.storage, self.location))
+
+    @cached_property
+    def physical_data_fields(self) -> list[dict[str, Any]]:
+        """The data fields as stored in Parquet: physical names and field ids under column mapping."""
+        return physical_fields(self.data_fields, mapping_mode(self.configuration))
+
+    @cached_property
+    def physical_partition_columns(self) -> tuple[str, ...]:
+        """The keys of the log's ``partitionValues`` (physical names under column mapping)."""
+        return physical_partition_columns(self.schema, self.partition_columns, mapping_mode(self.configuration))
 
     def file_path(self, add_path: str) -> str:
         """Location of a file named in the log; a relative path must stay inside the table root."""
@@ -315,7 +326,7 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
     cols = snapshot.partition_columns
     per: dict[tuple[str | None, ...], list[int]] = {}
     for f in snapshot.files:
-        per.setdefault(partition_key(f.partition_values, cols), []).append(f.size)
+        per.setdefault(partition_key(f.partition_values, snapshot.physical_partition_columns), []).append(f.size)
     return {
         "location": snapshot.location,
         "version": snapshot.version,

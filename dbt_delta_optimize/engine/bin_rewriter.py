@@ -12,11 +12,12 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import AddFile, RemoveFile
+from ..delta.column_mapping import mapping_mode, physical_column_path
 from ..delta.debris import RunJournal
 from ..delta.row_tracking import RowTracking
 from ..delta.snapshot import Snapshot
@@ -58,7 +59,9 @@ class BinRewriter:
     def _place(self, b: Bin, name: str) -> tuple[str, str]:
         """(location, log path) of a new file, announced in the journal before anything is written."""
         snap = self.snapshot
-        dest, log_path, rel_dir = new_file_location(snap.location, b.partition_values, snap.partition_columns, name)
+        dest, log_path, rel_dir = new_file_location(
+            snap.location, b.partition_values, snap.physical_partition_columns, name
+        )
         folder = join(snap.location, rel_dir) if rel_dir else snap.location
         created = [] if snap.storage.exists(folder) else [rel_dir]
         with self.lock:
@@ -120,26 +123,43 @@ class BinRewriter:
         from .live_rows import input_spec, read_live
 
         row_tracking = self._row_tracking_spec(b)
+        fields = self.snapshot.physical_data_fields
         if self._store is not None:
             from .store_io import read_store_files
 
             items = [input_spec(self.snapshot, f) for f in b.files]
-            return read_store_files(self.engine, items, self.snapshot.data_fields, self._store, row_tracking)
+            return read_store_files(self.engine, items, fields, self._store, row_tracking, by_id=self._by_id)
         if any(f.deletion_vector is not None for f in b.files):
             return read_live(self.engine, self.snapshot, b.files, row_tracking)
         paths = [self.snapshot.file_path(f.path) for f in b.files]
         if row_tracking is not None:
             from .row_tracking_columns import read_with_row_tracking
 
-            return read_with_row_tracking(self.engine, paths, self.snapshot.data_fields, row_tracking)
-        return self.engine.read_parquet(paths, self.snapshot.data_fields)
+            return read_with_row_tracking(self.engine, paths, fields, row_tracking)
+        return self.engine.read_parquet(paths, fields)
+
+    @property
+    def _by_id(self) -> bool:
+        """Column mapping's id mode: Parquet columns are matched by field id, not by name."""
+        return mapping_mode(self.snapshot.configuration) == "id"
+
+    @property
+    def _written_fields(self) -> list[dict[str, Any]]:
+        """The Parquet schema of new files: physical data fields, then the materialized row-tracking columns."""
+        from .row_tracking_columns import row_tracking_fields
+
+        fields = self.snapshot.physical_data_fields
+        rt = self._row_tracking
+        if not rt.materializes:
+            return fields
+        return [*fields, *row_tracking_fields(dict(zip(("row_id", "commit_version"), rt.columns)))]
 
     def _write(self, df: DataFrame, staging: str) -> None:
         """Each partition of ``df`` into one file under ``staging``: Spark's writer, or Arrow in tasks on a store."""
         if self._store is not None:
             from .store_io import write_store_files
 
-            write_store_files(df, staging, self._store, self.engine.parquet_codec)
+            write_store_files(df, staging, self._store, self.engine.parquet_codec, self._written_fields)
             return
         df.write.option("maxRecordsPerFile", 0).mode("error").parquet(staging)  # "error": Connect knows no alias
 
@@ -158,9 +178,10 @@ class BinRewriter:
             "inputs": [input_spec(self.snapshot, f) for f in b.files],
             "root": self.snapshot.location,
             "output": dest,
-            "fields": self.snapshot.data_fields,
+            "fields": self.snapshot.physical_data_fields,
             "compression": codec,
             "row_tracking": self._row_tracking_spec(b),
+            "by_id": self._by_id,
         }
         if self._store is not None:
             spec["store"] = self._store
@@ -186,7 +207,10 @@ class BinRewriter:
         from .live_rows import live_row_count
 
         total_rows = live_row_count(b.files)
-        df = cluster(self.engine.spark, self._input_df(b), approx, spec, total_rows)
+        # The curve is computed on the Parquet (physical) columns of the logical names the user gave.
+        mode = mapping_mode(self.snapshot.configuration)
+        physical = tuple(physical_column_path(self.snapshot.data_fields, p, mode) for p in spec.columns)
+        df = cluster(self.engine.spark, self._input_df(b), approx, replace(spec, columns=physical), total_rows)
         with self.engine.jit_sized_codegen():
             self._write(df, staging)
         return self._collect_staged(b, staging, tags=spec.tags())
@@ -220,7 +244,9 @@ class BinRewriter:
     def _rewrite(self, b: Bin, group: str) -> BinResult:
         staging = join(self.journal.folder, uuid.uuid4().hex)
         description = f"{self.snapshot.location}<br/>Optimizing {b.describe()}"
-        with self.engine.job_group(group, description):
+        # Column mapping's id mode: Spark reads Parquet columns by field id, as delta-spark does.
+        confs = {"spark.sql.parquet.fieldId.read.enabled": "true"} if self._by_id else {}
+        with self.engine.job_group(group, description), self.engine.scoped_defaults(confs):
             adds: tuple[AddFile, ...] | None = None
             if self.plan.clustering is not None:
                 adds = self._clustered(b, staging)

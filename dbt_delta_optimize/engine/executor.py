@@ -101,7 +101,7 @@ class OptimizeExecutor:
         start_ms = int(time.time() * 1000)
         plan, snap = self.plan, self.snapshot
         group = f"dbt-delta-optimize-{uuid.uuid4().hex[:12]}"
-        folders = {hive_dir(b.partition_values, snap.partition_columns) for b in plan.bins}
+        folders = {hive_dir(b.partition_values, snap.physical_partition_columns) for b in plan.bins}
         check_output_folders(snap.storage, snap.location, sorted(folders))
         cleaned = clean_debris(snap.storage, snap.location)
         if cleaned.removed:

@@ -115,7 +115,7 @@ def read_live(
     """
     from .row_tracking_columns import row_tracking_fields
 
-    fields = snapshot.data_fields
+    fields = snapshot.physical_data_fields
     paths = [snapshot.file_path(f.path) for f in files]
     names = [os.path.basename(p) for p in paths]
     hidden = row_tracking_fields(row_tracking) if row_tracking else []

@@ -62,26 +62,40 @@ def _arrow_type(t: Any) -> Any:
 
 
 def _arrow_field(f: Mapping[str, Any]) -> Any:
+    """One Arrow field; a Parquet field id (column mapping's ``parquet.field.id``) goes into its metadata."""
     import pyarrow as pa
 
-    return pa.field(f["name"], _arrow_type(f["type"]), True)
+    field_id = (f.get("metadata") or {}).get("parquet.field.id")
+    meta = None if field_id is None else {b"PARQUET:field_id": str(int(field_id)).encode()}
+    return pa.field(f["name"], _arrow_type(f["type"]), True, metadata=meta)
 
 
 def arrow_schema(fields: Sequence[Mapping[str, Any]]) -> Any:
-    """Arrow schema of the table's data columns (Delta schema fields, partition columns excluded)."""
+    """Arrow schema of the table's data columns (physical Delta schema fields, partition columns excluded)."""
     import pyarrow as pa
 
     return pa.schema([_arrow_field(f) for f in fields])
 
 
-def _conform(table: Any, target: Any) -> Any:
-    """Reorder, cast and null-fill a file's columns to the table schema (names matched case-insensitively)."""
+def _field_id(field: Any) -> bytes | None:
+    return (field.metadata or {}).get(b"PARQUET:field_id")
+
+
+def _conform(table: Any, target: Any, *, by_id: bool = False) -> Any:
+    """Reorder, cast and null-fill a file's columns to the table schema.
+
+    Columns are matched by physical name case-insensitively, or (column mapping's id mode) by Parquet
+    field id. A column the schema no longer has (a dropped column) is left out; a widened type
+    (type widening: int -> long, float -> double, date -> timestamp_ntz, wider decimals) is cast.
+    """
     import pyarrow as pa
 
     by_lower = {name.lower(): i for i, name in enumerate(table.column_names)}
+    ids = {_field_id(f): i for i, f in enumerate(table.schema) if _field_id(f) is not None} if by_id else {}
     columns = []
     for field in target:
-        i = by_lower.get(field.name.lower())
+        fid = _field_id(field)  # the hidden row-tracking columns have no id: matched by name
+        i = ids.get(fid) if by_id and ids and fid is not None else by_lower.get(field.name.lower())
         if i is None:
             columns.append(pa.nulls(table.num_rows, field.type))
             continue
@@ -97,7 +111,9 @@ def _conform(table: Any, target: Any) -> Any:
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def _live_row_groups(pf: Any, target: Any, deleted: Any, fill: Callable[[Any, int], Any] | None = None) -> Any:
+def _live_row_groups(
+    pf: Any, target: Any, deleted: Any, fill: Callable[[Any, int], Any] | None = None, *, by_id: bool = False
+) -> Any:
     """A file's row groups in the table schema, without the rows its deletion vector deletes (by position).
 
     ``fill`` (the row tracking step) sees each row group with its physical start position, before the
@@ -105,7 +121,7 @@ def _live_row_groups(pf: Any, target: Any, deleted: Any, fill: Callable[[Any, in
     """
     start = 0
     for rg in range(pf.num_row_groups):
-        t = _conform(pf.read_row_group(rg), target)
+        t = _conform(pf.read_row_group(rg), target, by_id=by_id)
         if fill is not None:
             t = fill(t, start)
         keep = deleted.keep(start, t.num_rows) if deleted is not None else None
@@ -128,6 +144,7 @@ def rewrite_files(
     opener: Callable[[str], Any] | None = None,
     deleted: Callable[[Mapping[str, Any]], Any] | None = None,
     row_tracking: Mapping[str, Any] | None = None,
+    by_id: bool = False,
 ) -> int:
     """Stream ``inputs`` (opened by ``opener``, else as local files) into one local Parquet file at ``output``.
 
@@ -164,7 +181,7 @@ def rewrite_files(
             meta = pf.metadata.metadata or {}
             if any(k in meta for k in _LEGACY_KEYS):
                 raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
-            for t in _live_row_groups(pf, target, removed, _row_tracking_filler(row_tracking, index)):
+            for t in _live_row_groups(pf, target, removed, _row_tracking_filler(row_tracking, index), by_id=by_id):
                 buffered.append(t)
                 buffered_bytes += t.nbytes
                 rows += t.num_rows
@@ -251,6 +268,7 @@ def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] 
             opener=opener,
             deleted=lambda dv: load_deleted_rows(dv, root=root, storage=storage),
             row_tracking=spec.get("row_tracking"),
+            by_id=spec.get("by_id", False),
         )
     except NeedsSparkRewrite as exc:
         return {"fallback": str(exc)}

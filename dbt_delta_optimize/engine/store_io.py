@@ -42,7 +42,8 @@ def _reader(spec: Mapping[str, Any]) -> Any:
                 deleted = load_deleted_rows(dv, root=spec["base"], storage=storage) if dv else None
                 with storage.open_input(input_path(item)) as fh:
                     pf = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
-                    for t in _live_row_groups(pf, target, deleted, _row_tracking_filler(row_tracking, i)):
+                    fill = _row_tracking_filler(row_tracking, i)
+                    for t in _live_row_groups(pf, target, deleted, fill, by_id=spec["by_id"]):
                         yield from t.to_batches()
 
     return read
@@ -54,8 +55,10 @@ def read_store_files(
     fields: list[dict[str, Any]],
     store: Mapping[str, Any],
     row_tracking: Mapping[str, Any] | None = None,
+    *,
+    by_id: bool = False,
 ) -> DataFrame:
-    """The files' live rows as one DataFrame with the table's data schema, read by tasks through the store.
+    """The files' live rows as one DataFrame with the table's (physical) data schema, read by tasks through the store.
 
     An input given as ``{"path", "deletionVector"}`` loses the rows its DV deletes; ``row_tracking``
     (``row_tracking_spec``): the materialized row tracking columns follow, filled.
@@ -65,7 +68,7 @@ def read_store_files(
     from .rewrite import _with_hidden_fields
 
     schema = StructType.fromJson({"type": "struct", "fields": _with_hidden_fields(fields, row_tracking)})
-    spec = {"paths": list(paths), "fields": fields, "row_tracking": row_tracking, **store}
+    spec = {"paths": list(paths), "fields": fields, "row_tracking": row_tracking, "by_id": by_id, **store}
     ids = engine.spark.range(0, len(paths), 1, max(1, min(len(paths), engine.default_parallelism)))
     return ids.mapInArrow(_reader(spec), schema)
 
@@ -78,12 +81,17 @@ def _writer(spec: Mapping[str, Any]) -> Any:
         import pyarrow.parquet as pq
 
         from ..delta.storage import join, storage_for
+        from .rewrite import arrow_schema
 
         storage = storage_for(spec["base"], spec["options"])
+        target = arrow_schema(spec["fields"]) if spec.get("fields") else None
         writer, rows = None, 0
         with tempfile.TemporaryDirectory(prefix="ddo-part-") as tmp:
             local = os.path.join(tmp, "part.parquet")
             for batch in batches:
+                if target is not None and batch.schema.names == target.names:
+                    columns = [c.cast(f.type) for c, f in zip(batch.columns, target)]
+                    batch = pa.RecordBatch.from_arrays(columns, schema=target)
                 if writer is None:
                     writer = pq.ParquetWriter(local, batch.schema, compression=spec["compression"])
                 writer.write_batch(batch)
@@ -98,9 +106,25 @@ def _writer(spec: Mapping[str, Any]) -> Any:
     return write
 
 
-def write_store_files(df: DataFrame, staging: str, store: Mapping[str, Any], codec: str) -> list[str]:
-    """Write each partition of ``df`` as one Parquet file under ``staging`` (in the store); their names."""
+def write_store_files(
+    df: DataFrame,
+    staging: str,
+    store: Mapping[str, Any],
+    codec: str,
+    fields: list[dict[str, Any]] | None = None,
+) -> list[str]:
+    """Write each partition of ``df`` as one Parquet file under ``staging`` (in the store); their names.
+
+    ``fields`` (the physical data schema) gives the written files the table's Parquet field ids,
+    which Spark's Arrow batches do not carry (column mapping).
+    """
     compression = None if codec in ("none", "uncompressed") else codec
-    spec = {"staging": staging, "compression": compression, "suffix": f"{codec}." if compression else "", **store}
+    spec = {
+        "staging": staging,
+        "compression": compression,
+        "suffix": f"{codec}." if compression else "",
+        "fields": fields,
+        **store,
+    }
     written = df.mapInArrow(_writer(spec), "name string, rows long").collect()
     return [r["name"] for r in written]

@@ -121,7 +121,7 @@ def _groups_from_columns(snapshot: Snapshot) -> _Groups:
 
     table = snapshot.file_table
     assert table is not None
-    codes, keys = table.partition_codes(snapshot.partition_columns)
+    codes, keys = table.partition_codes(snapshot.physical_partition_columns)
     tags = table.column("tags")
     tag_of = [
         pc.map_lookup(tags, pa.scalar(t, pa.string()), "first").to_pylist() if len(tags) else []
@@ -141,7 +141,7 @@ def _groups(snapshot: Snapshot) -> _Groups:
 
     if snapshot.file_table is not None:
         return _groups_from_columns(snapshot)
-    cols = snapshot.partition_columns
+    cols = snapshot.physical_partition_columns
     groups: _Groups = {}
     for f in snapshot.files:
         sizes, tagged = groups.setdefault(partition_key(f.partition_values, cols), ([], []))

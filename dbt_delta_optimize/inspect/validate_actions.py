@@ -84,8 +84,11 @@ class _ActionCheck:
 
     def __post_init__(self) -> None:
         b = self.before
-        self.columns = tuple(b.partition_columns) if b is not None else ()
-        self.ptypes = b.partition_types if b is not None else {}
+        # partitionValues are keyed by physical names (column mapping); their types by logical names.
+        self.columns = tuple(b.physical_partition_columns) if b is not None else ()
+        self.ptypes = (
+            {p: b.partition_types[c] for p, c in zip(self.columns, b.partition_columns)} if b is not None else {}
+        )
         self.types = stats_types(b)
         self.live = {norm_path(f.path, self.root): f for f in (b.files if b is not None else ())}
         self.version = b.version if b is not None else -1

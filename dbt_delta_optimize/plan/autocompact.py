@@ -332,7 +332,7 @@ def partition_counts(snapshot: Snapshot, threshold: int) -> tuple[dict[RawKey, i
     """Files smaller than ``threshold`` (by live bytes: ``logical_size``), and all files, per raw partition."""
     from .planner import raw_partition_key
 
-    cols = snapshot.partition_columns
+    cols = snapshot.physical_partition_columns
     table = snapshot.file_table
     if table is None:
         small: dict[RawKey, int] = {}
@@ -367,7 +367,7 @@ def partitions_of(snapshot: Snapshot, paths: Collection[str]) -> set[RawKey]:
 
     from .planner import raw_partition_key
 
-    cols = snapshot.partition_columns
+    cols = snapshot.physical_partition_columns
     table = snapshot.file_table
     if table is None:
         return {raw_partition_key(f, cols) for f in snapshot.files if unquote(f.path) in paths}

@@ -68,7 +68,7 @@ def build_plan(
         planner, files = plan_columnar, snapshot.file_table
     plan = planner(
         files,
-        snapshot.partition_columns,
+        snapshot.physical_partition_columns,
         config,
         read_version=snapshot.version,
         mode="zorder" if clustering is not None else "compaction",

@@ -108,13 +108,15 @@ def select_partitions(
         if not compiled:
             return PartitionSelection(None, {(): ()}, sql, strings)
         return PartitionSelection(frozenset({()}) if _matches(compiled, {}) else frozenset(), {(): ()}, sql, strings)
+    # The log keys partition values by physical name (column mapping); predicates use logical names.
+    physical = list(getattr(snapshot, "physical_partition_columns", columns))
     table = getattr(snapshot, "file_table", None)
     if table is not None:  # columns: the distinct partitions without an object per file
         from .columnar import distinct_partitions
 
-        keys = distinct_partitions(table, columns)
+        keys = distinct_partitions(table, physical)
     else:
-        keys = {raw_partition_key(f, columns) for f in snapshot.files}
+        keys = {raw_partition_key(f, physical) for f in snapshot.files}
     normalized: dict[RawKey, Hashable] = {}
     matched: set[RawKey] = set()
     lowered = [c.lower() for c in columns]
