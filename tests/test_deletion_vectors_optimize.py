@@ -266,3 +266,14 @@ def test_auto_compaction_runs_on_dv_files(spark, dv_table, tmp_path):
     assert rows_spark(spark, p) == expected and rows_deltars(p) == expected
     assert len(dv_files(p)) < len(before_dvs)
     assert validate_commit(p, log_versions(p)[-1]).ok
+
+
+def test_purge_bad_input_is_exit_2_and_writes_nothing(spark, dv_table, tmp_path):
+    res = CliRunner().invoke(cli, ["purge", str(tmp_path / "missing")])
+    assert res.exit_code == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+    versions = log_versions(dv_table)
+    res = CliRunner().invoke(cli, ["purge", dv_table, "--where", "id > 3"])
+    assert res.exit_code == 2 and "non-partition column" in res.stderr, res.output
+    res = CliRunner().invoke(cli, ["purge", dv_table, "--dry-run", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["filesToRewrite"] == len(dv_files(dv_table))
+    assert log_versions(dv_table) == versions
