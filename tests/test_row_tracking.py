@@ -246,7 +246,7 @@ def row_tracking_template(spark, tmp_path_factory):
     p = str(tmp_path_factory.mktemp("rt") / "t")
     spark.sql(
         f"CREATE TABLE delta.`{p}` (id BIGINT, x STRING, part INT) USING delta PARTITIONED BY (part) "
-        "TBLPROPERTIES ('delta.enableRowTracking'='true')"
+        "TBLPROPERTIES ('delta.enableRowTracking'='true', 'delta.checkpointInterval'='5')"
     )
     for i in range(3):
         spark.sql(f"INSERT INTO delta.`{p}` VALUES ({i}, 'a', 0), ({i + 10}, 'b', 1), ({i + 20}, 'c', 0)")
@@ -290,6 +290,11 @@ def test_optimize_keeps_row_ids_and_commit_versions(spark, rt_table, how):
     assert raw[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
     assert validate_commit(rt_table, version).ok
     assert sorted(r[0] for r in before) == sorted(r[0] for r in rows_deltars(rt_table, ["id"]))
+    # Our commit is version 5: a checkpoint (written through deltalake) keeps baseRowIds and the mark.
+    assert version == 5 and os.path.exists(os.path.join(rt_table, "_delta_log", f"{version:020d}.checkpoint.parquet"))
+    assert load_snapshot(rt_table).domains["delta.rowTracking"].config["rowIdHighWaterMark"] >= mark_before + len(
+        before
+    )
     # delta-spark's own OPTIMIZE afterwards keeps them too, and a new row gets a fresh id.
     spark.sql(f"OPTIMIZE delta.`{rt_table}` ZORDER BY (id)").collect()
     assert _triples(spark, rt_table) == before
