@@ -31,6 +31,9 @@ ALL_SUPPORTED_WRITERS = (
     "generatedColumns",
     "changeDataFeed",
     "timestampNtz",
+    "clustering",
+    "domainMetadata",
+    "v2Checkpoint",
 )
 
 
@@ -56,6 +59,7 @@ def _refused(protocol: Protocol, metadata: Metadata | None = None, table: str = 
         Protocol(1, 4),
         Protocol(1, 7, None, ALL_SUPPORTED_WRITERS),
         Protocol(3, 7, ("timestampNtz",), ALL_SUPPORTED_WRITERS),
+        Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint", "clustering", "domainMetadata")),
         Protocol(2, 5),  # legacy column-mapping capability, but mode is none: not in use
         Protocol(2, 6),  # legacy identity capability without an identity column
     ],
@@ -71,11 +75,9 @@ def test_accepted_protocols(protocol):
     [
         (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), None, "deletionVectors"),
         (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), None, "rowTracking"),
-        (Protocol(1, 7, None, ("clustering", "domainMetadata")), None, "clustering"),
         (Protocol(1, 7, None, ("inCommitTimestamp",)), None, "inCommitTimestamp"),
         (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), None, "typeWidening"),
         (Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",)), None, "typeWidening-preview"),
-        (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), None, "v2Checkpoint"),
         (Protocol(1, 7, None, ("identityColumns",)), None, "identityColumns"),
         (Protocol(3, 7, ("variantType",), ("variantType",)), None, "variantType"),
         (Protocol(1, 7, None, ("someFutureFeature",)), None, "someFutureFeature"),
@@ -109,7 +111,7 @@ def test_multiple_features_in_one_error():
         ),
         _meta({"delta.columnMapping.mode": "name"}),
     )
-    assert err.features == ("columnMapping", "deletionVectors", "domainMetadata", "rowTracking")
+    assert err.features == ("columnMapping", "deletionVectors", "rowTracking")
     msg = str(err)
     for f in err.features:
         assert f in msg
@@ -139,10 +141,8 @@ REFUSED = {
     "deletionVectors": "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
     "columnMapping": "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
     "rowTracking": "TBLPROPERTIES ('delta.enableRowTracking' = 'true')",
-    "clustering": "CLUSTER BY (id)",
     "inCommitTimestamp": "TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
     "typeWidening": "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
-    "v2Checkpoint": "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2')",
 }
 
 

@@ -37,10 +37,11 @@ from .actions import (
     CommitInfo,
     RemoveFile,
 )
+from .checkpoint_v2 import is_v2_policy, write_v2_checkpoint
 from .log import commit_path, read_commit
 from .protocol import ensure_write_supported
 from .snapshot import Snapshot
-from .storage import Storage
+from .storage import Storage, join
 
 __all__ = ["DEFAULT_MAX_COMMIT_ATTEMPTS", "CommitResult", "Transaction", "check_conflicts", "engine_info"]
 
@@ -232,6 +233,9 @@ class Transaction:
             options = dict(self.storage.options) or None
             dt = DeltaTable(self.snapshot.location, version=version, storage_options=options)
             dt.create_checkpoint()
+            if is_v2_policy(self.snapshot.configuration):
+                name = f"{version:020d}.checkpoint.parquet"
+                write_v2_checkpoint(self.storage, self.snapshot.location, version, join(self.snapshot.log_dir, name))
             return version
         except Exception as exc:  # a missing checkpoint only slows readers down
             log.warning("checkpoint at version %d of %s failed: %s", version, self.snapshot.location, exc)

@@ -16,8 +16,11 @@ __all__ = ["SUPPORTED_READER_FEATURES", "SUPPORTED_WRITER_FEATURES", "active_fea
 #: Writer features a data-rearranging (dataChange=false) commit can honour as-is.
 SUPPORTED_WRITER_FEATURES = frozenset(
     {"appendOnly", "invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "timestampNtz"}
+    # liquid clustering: OPTIMIZE clusters by the delta.clustering domain (plan/liquid.py); that needs
+    # domainMetadata, which an OPTIMIZE honours by writing no domain. v2Checkpoint: delta/checkpoint_v2.py.
+    | {"clustering", "domainMetadata", "v2Checkpoint"}
 )
-SUPPORTED_READER_FEATURES = frozenset({"timestampNtz"})
+SUPPORTED_READER_FEATURES = frozenset({"timestampNtz"} | {"v2Checkpoint"})
 
 # Features implied by legacy (pre table-features) protocol versions.
 _LEGACY_WRITER = {

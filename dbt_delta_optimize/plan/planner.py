@@ -77,6 +77,9 @@ class OptimizePlan:
     #: the clustering to apply (Z-order/Hilbert), or None for compaction
     clustering: ClusteringSpec | None = None
     is_auto_compact: bool = False
+    #: a clustered (liquid) table's clustering columns, recorded as clusterBy; with isFull (OPTIMIZE FULL)
+    cluster_by: tuple[str, ...] = ()
+    is_full: bool = False
 
     @property
     def num_files_to_rewrite(self) -> int:
