@@ -23,6 +23,7 @@ from .plan.autocompact import AutoCompactConfig, AutoCompactResult
 from .plan.builder import build_plan
 from .plan.config import ConfGetter, OptimizeConfig, OptimizeOptions, Order
 from .plan.curve import clustering_spec
+from .plan.liquid import build_liquid_plan, clustering_columns, is_clustered_table, liquid_spec
 from .plan.predicate import select_partitions
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ class _Request:
 
 def _plan(snapshot: Snapshot, request: _Request, get_conf: ConfGetter, *, time_zone: str) -> OptimizePlan:
     config = OptimizeConfig.resolve(get_conf, request.options.overrides())
+    if is_clustered_table(snapshot.protocol) and (cluster_by := clustering_columns(snapshot)):
+        return _liquid_plan(snapshot, request, config, cluster_by, get_conf)
     selection = select_partitions(snapshot, request.where, time_zone=time_zone)
     spec = None
     if request.zorder_by:
@@ -112,6 +115,26 @@ def _plan(snapshot: Snapshot, request: _Request, get_conf: ConfGetter, *, time_z
     return build_plan(
         snapshot, config, selection=selection, clustering=spec, zorder_by=request.zorder_by, full=request.full
     )
+
+
+def _liquid_plan(
+    snapshot: Snapshot, request: _Request, config: OptimizeConfig, columns: list[str], get_conf: ConfGetter
+) -> OptimizePlan:
+    """A clustered table is clustered by its own columns; like delta-spark, no WHERE and no ZORDER BY."""
+    if request.zorder_by:
+        raise InvalidArgumentError(
+            f"{snapshot.location} is a liquid clustered table (CLUSTER BY {', '.join(columns)}): OPTIMIZE clusters "
+            f"it by those columns and cannot Z-order it (delta-spark: DELTA_CLUSTERING_WITH_ZORDER_BY). Remove "
+            f"--zorder-by {','.join(request.zorder_by)}, or change the columns with ALTER TABLE ... CLUSTER BY."
+        )
+    if request.where:
+        raise InvalidArgumentError(
+            f"{snapshot.location} is a liquid clustered table: OPTIMIZE takes no WHERE predicate "
+            "(delta-spark: DELTA_CLUSTERING_WITH_PARTITION_PREDICATE). Remove --where; already clustered "
+            "files are left alone anyway."
+        )
+    spec = liquid_spec(snapshot, columns, get_conf)
+    return build_liquid_plan(snapshot, config, spec, full=request.full, get_conf=get_conf)
 
 
 def _options(options: OptimizeOptions | None, values: dict[str, Any]) -> OptimizeOptions:

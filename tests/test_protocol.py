@@ -39,6 +39,8 @@ ALL_SUPPORTED_WRITERS = (
     "rowTracking",
     "domainMetadata",
     "inCommitTimestamp",
+    "clustering",
+    "v2Checkpoint",
 )
 #: Honoured by the rewriters (tests/test_column_mapping.py); not used by the all-features table below.
 MAPPING_AND_WIDENING = ("columnMapping", "typeWidening", "typeWidening-preview")
@@ -66,6 +68,7 @@ def _refused(protocol: Protocol, metadata: Metadata | None = None, table: str = 
         Protocol(1, 4),
         Protocol(1, 7, None, ALL_SUPPORTED_WRITERS),
         Protocol(3, 7, ("timestampNtz",), ALL_SUPPORTED_WRITERS),
+        Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint", "clustering", "domainMetadata")),
         Protocol(2, 5),  # legacy column-mapping capability, but mode is none: not in use
         Protocol(2, 6),  # legacy identity capability without an identity column
         Protocol(1, 7, None, ("rowTracking", "domainMetadata", "inCommitTimestamp", "appendOnly")),
@@ -81,8 +84,7 @@ def test_accepted_protocols(protocol):
     "protocol, metadata, feature",
     [
         (Protocol(3, 7, ("variantShredding",), ("variantShredding",)), None, "variantShredding"),
-        (Protocol(1, 7, None, ("clustering", "domainMetadata")), None, "clustering"),
-        (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), None, "v2Checkpoint"),
+        (Protocol(1, 7, None, ("icebergCompatV2",)), None, "icebergCompatV2"),
         (Protocol(1, 7, None, ("someFutureFeature",)), None, "someFutureFeature"),
         (Protocol(3, 7, ("someFutureReaderFeature",), ()), None, "someFutureReaderFeature"),
         (
@@ -151,8 +153,6 @@ def test_column_mapping_and_type_widening_are_accepted(protocol, metadata):
 # =========================================================================== real tables
 REFUSED = {
     "variantShredding-preview": "TBLPROPERTIES ('delta.enableVariantShredding' = 'true')",
-    "clustering": "CLUSTER BY (id)",
-    "v2Checkpoint": "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2')",
 }
 
 

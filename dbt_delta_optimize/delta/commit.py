@@ -38,6 +38,7 @@ from .actions import (
     DomainMetadata,
     RemoveFile,
 )
+from .checkpoint_v2 import is_v2_policy, write_v2_checkpoint
 from .in_commit_timestamps import commit_timestamp, ict_enabled, next_in_commit_timestamp
 from .log import commit_path, read_commit
 from .protocol import ensure_write_supported
@@ -51,7 +52,7 @@ from .row_tracking import (
     winning_high_water_mark,
 )
 from .snapshot import Snapshot
-from .storage import Storage
+from .storage import Storage, join
 
 __all__ = ["DEFAULT_MAX_COMMIT_ATTEMPTS", "CommitResult", "Transaction", "check_conflicts", "engine_info"]
 
@@ -291,6 +292,9 @@ class Transaction:
             options = dict(self.storage.options) or None
             dt = DeltaTable(self.snapshot.location, version=version, storage_options=options)
             dt.create_checkpoint()
+            if is_v2_policy(self.snapshot.configuration):
+                name = f"{version:020d}.checkpoint.parquet"
+                write_v2_checkpoint(self.storage, self.snapshot.location, version, join(self.snapshot.log_dir, name))
             return version
         except Exception as exc:  # a missing checkpoint only slows readers down
             log.warning("checkpoint at version %d of %s failed: %s", version, self.snapshot.location, exc)

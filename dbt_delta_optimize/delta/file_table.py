@@ -16,8 +16,9 @@ from typing import Any, overload
 from urllib.parse import unquote
 
 from .actions import ADD, AddFile, DeletionVector
-from .log import LOG_DIR, LogListing, commit_path
-from .storage import Storage, join
+from .checkpoint_v2 import CheckpointFiles, checkpoint_files
+from .log import LogListing, commit_path
+from .storage import Storage
 
 __all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "build_file_table", "match_live", "read_log_adds"]
 
@@ -82,7 +83,10 @@ def _checkpoint_column(storage: Storage, path: str, fields: Sequence[str]) -> An
     import pyarrow.parquet as pq
 
     with storage.open_input(path) as fh:
-        present = pq.read_schema(fh).field(ADD).type
+        schema = pq.read_schema(fh)
+        if ADD not in schema.names:  # a V2 top-level file or a sidecar of removes only
+            return pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
+        present = schema.field(ADD).type
         names = [f for f in fields if present.get_field_index(f) >= 0]
         fh.seek(0)
         read = pq.read_table(fh, columns=[f"{ADD}.{f}" for f in names])  # nested leaves come back as top-level columns
@@ -91,24 +95,41 @@ def _checkpoint_column(storage: Storage, path: str, fields: Sequence[str]) -> An
     return column.filter(pc.is_valid(column.field("path")))
 
 
+def _inline_adds(where: CheckpointFiles, fields: Sequence[str]) -> Any | None:
+    """Adds written inline in a V2 checkpoint's JSON top-level file, as structs of ``fields``."""
+    import pyarrow as pa
+
+    rows = [a[ADD] for a in where.json_actions if ADD in a]
+    if not rows:
+        return None
+    _, add_type = _types()
+    wanted = [f for f in add_type if f.name in fields]
+    return pa.array([{f.name: r.get(f.name) for f in wanted} for r in rows], pa.struct(wanted))
+
+
 def _checkpoint_adds(storage: Storage, root: str, names: Sequence[str]) -> list[Any]:
     """Every add of a checkpoint but its stats (the bulk of its bytes), which planning rarely reads."""
     _, add_type = _types()
     fields = [f.name for f in add_type if f.name != "stats"]
-    parquet = [join(root, LOG_DIR, n) for n in names if n.endswith(".parquet")]
-    return [_conform(_checkpoint_column(storage, path, fields)) for path in parquet]
+    where = checkpoint_files(storage, root, names)
+    parts = [_conform(_checkpoint_column(storage, path, fields)) for path in where.parquet]
+    inline = _inline_adds(where, fields)
+    return parts if inline is None else [*parts, _conform(inline)]
 
 
 def _checkpoint_stats(storage: Storage, root: str, names: Sequence[str]) -> list[Any]:
     """The stats strings of a checkpoint's adds, in the order of ``_checkpoint_adds``."""
     import pyarrow as pa
 
-    parquet = [join(root, LOG_DIR, n) for n in names if n.endswith(".parquet")]
+    where = checkpoint_files(storage, root, names)
     out = []
-    for path in parquet:
+    for path in where.parquet:
         column = _checkpoint_column(storage, path, ["path", "stats"])
         has = column.type.get_field_index("stats") >= 0
         out.append(column.field("stats").cast(pa.string()) if has else pa.nulls(len(column), pa.string()))
+    inline = _inline_adds(where, ["path", "stats"])
+    if inline is not None:
+        out.append(inline.field("stats"))
     return out
 
 

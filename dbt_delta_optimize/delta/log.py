@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
 from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata
+from .checkpoint_v2 import checkpoint_files, choose_checkpoint
 from .storage import Storage, join
 
 __all__ = [
@@ -124,24 +125,35 @@ def _map_to_dict(value: Any) -> dict[str, Any]:
     return dict(value)  # pyarrow maps arrive as [(key, value), ...]
 
 
+def _add_row(row: dict[str, Any]) -> dict[str, Any]:
+    row = {k: v for k, v in row.items() if v is not None}
+    row["partitionValues"] = _map_to_dict(row.get("partitionValues"))
+    if "tags" in row:
+        row["tags"] = _map_to_dict(row["tags"])
+    return row
+
+
 def _checkpoint_adds(storage: Storage, root: str, names: Iterable[str]) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Adds of one checkpoint: classic parts, or a V2 checkpoint's top-level file and sidecars."""
     import pyarrow.parquet as pq
 
+    names = tuple(names)
+    version = int(names[0][:20])
+    where = checkpoint_files(storage, root, names)
     adds: dict[str, tuple[int, dict[str, Any]]] = {}
-    for name in names:
-        if not name.endswith(".parquet"):
-            continue
-        with storage.open_input(join(root, LOG_DIR, name)) as fh:
-            table = pq.read_table(fh, columns=[ADD])
-        version = int(name[:20])
-        for row in table.column(ADD).to_pylist():
-            if row is None:
+    for path in where.parquet:
+        with storage.open_input(path) as fh:
+            pf = pq.ParquetFile(fh)
+            if ADD not in pf.schema_arrow.names:
                 continue
-            row = {k: v for k, v in row.items() if v is not None}
-            row["partitionValues"] = _map_to_dict(row.get("partitionValues"))
-            if "tags" in row:
-                row["tags"] = _map_to_dict(row["tags"])
-            adds[unquote(row["path"])] = (version, row)
+            table = pf.read(columns=[ADD])
+        for row in table.column(ADD).to_pylist():
+            if row is not None:
+                row = _add_row(row)
+                adds[unquote(row["path"])] = (version, row)
+    for action in where.json_actions:
+        if ADD in action:
+            adds[unquote(action[ADD]["path"])] = (version, action[ADD])
     return adds
 
 
@@ -173,7 +185,7 @@ def _checkpoint_domains(storage: Storage, root: str, names: Iterable[str]) -> li
     import pyarrow.parquet as pq
 
     rows: list[dict[str, Any]] = []
-    for name in names:
+    for name in choose_checkpoint(names):
         path = join(root, LOG_DIR, name)
         if name.endswith(".json"):
             for line in storage.read_bytes(path).splitlines():

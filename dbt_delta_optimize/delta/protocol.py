@@ -39,9 +39,12 @@ _MAPPING_AND_WIDENING = frozenset({"columnMapping", "typeWidening", "typeWidenin
 #: Row ids and commit versions materialized on rewrite, the mark kept, other domains carried through
 #: (delta/row_tracking.py); commitInfo first with its in-commit timestamp (delta/in_commit_timestamps.py).
 _ROW_TRACKING_AND_ICT = frozenset({"rowTracking", "domainMetadata", "inCommitTimestamp"})
-SUPPORTED_WRITER_FEATURES = _AS_IS | _MAPPING_AND_WIDENING | _ROW_TRACKING_AND_ICT
-SUPPORTED_READER_FEATURES = (
-    frozenset({"timestampNtz", "deletionVectors", "vacuumProtocolCheck", "variantType", "variantType-preview"})
+#: Liquid clustering: OPTIMIZE clusters by the delta.clustering domain (plan/liquid.py);
+#: v2Checkpoint: V2 checkpoints read and written (delta/checkpoint_v2.py).
+_CLUSTERING_AND_V2_CHECKPOINTS = frozenset({"clustering", "v2Checkpoint"})
+SUPPORTED_WRITER_FEATURES = _AS_IS | _MAPPING_AND_WIDENING | _ROW_TRACKING_AND_ICT | _CLUSTERING_AND_V2_CHECKPOINTS
+SUPPORTED_READER_FEATURES = frozenset(
+    {"timestampNtz", "deletionVectors", "vacuumProtocolCheck", "variantType", "variantType-preview", "v2Checkpoint"}
     | _MAPPING_AND_WIDENING
 )
 
@@ -55,12 +58,6 @@ _LEGACY_WRITER = {
 }
 
 _WHY = {
-    "columnMapping": "column mapping (physical column names) is not supported yet",
-    "clustering": "liquid clustering tables must be optimized by their own clustering",
-    "liquid": "liquid clustering tables must be optimized by their own clustering",
-    "typeWidening": "type widening is not supported yet",
-    "typeWidening-preview": "type widening is not supported yet",
-    "v2Checkpoint": "v2 checkpoints are not written by this writer",
     "icebergCompatV1": "Iceberg compatibility is not maintained by this writer",
     "icebergCompatV2": "Iceberg compatibility is not maintained by this writer",
     "variantShredding": "shredded variant columns are not rewritten faithfully yet",

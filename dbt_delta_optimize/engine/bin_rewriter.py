@@ -8,6 +8,7 @@ from its own Parquet footer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import uuid
@@ -213,7 +214,10 @@ class BinRewriter:
         df = cluster(self.engine.spark, self._input_df(b), approx, replace(spec, columns=physical), total_rows)
         with self.engine.jit_sized_codegen():
             self._write(df, staging)
-        return self._collect_staged(b, staging, tags=spec.tags())
+        adds = self._collect_staged(b, staging, tags=spec.tags())
+        if spec.liquid:  # delta-spark's ClusteringStrategy.tagAddFile
+            adds = tuple(dataclasses.replace(a, clustering_provider="liquid") for a in adds)
+        return adds
 
     def _spark(self, b: Bin, staging: str) -> tuple[AddFile, ...]:
         """delta-spark's way: read the bin as a DataFrame, coalesce(1) (or repartition(1)), write."""

@@ -43,12 +43,15 @@ def operation_parameters(plan: OptimizePlan) -> dict[str, Any]:
     """commitInfo.operationParameters as delta-spark writes them (Catalyst strings, compact JSON)."""
     if plan.operation == "REORG":  # DeltaOperations.Reorg: the predicates and applyPurge
         return {"predicate": json.dumps(list(plan.predicates), separators=(",", ":")), "applyPurge": True}
-    return {
+    params: dict[str, Any] = {
         "predicate": json.dumps(list(plan.predicates), separators=(",", ":")),
-        "zOrderBy": json.dumps(list(plan.zorder_by), separators=(",", ":")),
-        "clusterBy": "[]",
+        "zOrderBy": json.dumps([] if plan.cluster_by else list(plan.zorder_by), separators=(",", ":")),
+        "clusterBy": json.dumps(list(plan.cluster_by), separators=(",", ":")),
         "auto": plan.is_auto_compact,
     }
+    if plan.cluster_by:  # delta-spark: isFull only for a clustered table
+        params["isFull"] = plan.is_full
+    return params
 
 
 def _still_safe(snapshot: Snapshot, files_read: Sequence[AddFile]) -> Snapshot | None:

@@ -5,6 +5,7 @@ later run skip partitions already clustered the same way. No Spark: planning use
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,6 +44,8 @@ class ClusteringSpec:
     num_ranges: int = 1000
     add_noise: bool = True
     sort_within_files: bool = False
+    #: a liquid clustered table's own clustering: ZCube tags and clusteringProvider on the output
+    liquid: bool = False
 
     def __post_init__(self) -> None:
         # Checked here so a bad spec fails before any partition is read (not inside a bin job).
@@ -69,6 +72,12 @@ class ClusteringSpec:
         return "zorder" if len(self.columns) == 1 else self.curve
 
     def tags(self) -> dict[str, str]:
+        """The output files' tags; for liquid clustering a new ZCube each call (called once per bin)."""
+        if self.liquid:  # delta-spark's ZCubeInfo.toAddFileTags
+            return {
+                "ZCUBE_ID": str(uuid.uuid4()),
+                "ZCUBE_ZORDER_BY": json.dumps(self.column_names, separators=(",", ":")),
+            }
         return {COLUMNS_TAG: json.dumps(self.column_names), CURVE_TAG: self.effective_curve}
 
     @property

@@ -81,6 +81,9 @@ class OptimizePlan:
     is_auto_compact: bool = False
     #: "REORG" for a purge (REORG TABLE ... APPLY (PURGE)): every file with deleted rows is rewritten
     operation: Literal["OPTIMIZE", "REORG"] = "OPTIMIZE"
+    #: a clustered (liquid) table's clustering columns, recorded as clusterBy; with isFull (OPTIMIZE FULL)
+    cluster_by: tuple[str, ...] = ()
+    is_full: bool = False
 
     @property
     def num_files_to_rewrite(self) -> int:
