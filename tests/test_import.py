@@ -7,15 +7,14 @@ import subprocess
 import sys
 
 
-def test_import_does_not_load_heavy_libraries_and_is_fast():
+def test_import_does_not_load_heavy_libraries():
+    """What keeps the import cheap is what it loads (timing it would be a timed assertion: bench/ only)."""
     code = (
-        "import sys, time; t = time.perf_counter(); import dbt_delta_optimize; dt = time.perf_counter() - t;"
-        "heavy = [m for m in ('pyspark', 'deltalake', 'pyarrow', 'click', 'rich') if m in sys.modules];"
-        "print(dt, heavy)"
+        "import sys; import dbt_delta_optimize;"
+        "print([m for m in ('pyspark', 'deltalake', 'pyarrow', 'click', 'rich', 'obstore') if m in sys.modules])"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(" ", 1)
-    assert out[1].strip() == "[]", f"heavy modules imported at package import: {out[1]}"
-    assert float(out[0]) < 0.1
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"heavy modules imported at package import: {out}"
 
 
 def test_lazy_attributes_resolve():
