@@ -223,12 +223,10 @@ def _keep_row_tracking(table: Any, row_tracking: Mapping[str, Any] | None, index
     """Row tracking step: fill the hidden columns of input ``index``'s rows from ``position`` on."""
     if not row_tracking:
         return table
-    import pyarrow as pa
-
-    from .row_tracking_columns import fill_row_tracking
+    from .row_tracking_columns import fill_row_tracking, positions_from
 
     base_row_id, default_commit_version = row_tracking["files"][index]
-    positions = pa.array(range(position, position + table.num_rows), pa.int64())
+    positions = positions_from(position, table.num_rows)
     return fill_row_tracking(table, positions, base_row_id, default_commit_version, row_tracking)
 
 

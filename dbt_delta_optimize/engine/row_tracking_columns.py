@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..delta.row_tracking import RowTracking
     from .spark_engine import SparkEngine
 
-__all__ = ["fill_row_tracking", "read_with_row_tracking", "row_tracking_fields", "row_tracking_spec"]
+__all__ = ["fill_row_tracking", "positions_from", "read_with_row_tracking", "row_tracking_fields", "row_tracking_spec"]
 
 
 def row_tracking_fields(rt: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -61,14 +61,26 @@ def fill_row_tracking(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    fresh = {
-        rt["row_id"]: pc.add(pa.array(positions, pa.int64()), pa.scalar(base_row_id, pa.int64())),
-        rt["commit_version"]: pa.array([default_commit_version] * table.num_rows, pa.int64()),
-    }
-    for name, value in fresh.items():
+    def generated(name: str) -> Any:
+        if name == rt["row_id"]:
+            return pc.add(positions, pa.scalar(base_row_id, pa.int64()))
+        return pa.repeat(pa.scalar(default_commit_version, pa.int64()), table.num_rows)
+
+    for name in (rt["row_id"], rt["commit_version"]):
         i = table.schema.get_field_index(name)
-        table = table.set_column(i, table.schema.field(i), pc.coalesce(table.column(i), value))
+        column = table.column(i)
+        if column.null_count:  # all materialized already (a file we rewrote before): nothing to fill
+            table = table.set_column(i, table.schema.field(i), pc.coalesce(column, generated(name)))
     return table
+
+
+def positions_from(start: int, count: int) -> Any:
+    """Physical positions start..start+count-1 as an int64 array (vectorised, no Python loop)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ones = pa.repeat(pa.scalar(1, pa.int64()), count)
+    return pc.add(pc.cumulative_sum(ones), pa.scalar(start - 1, pa.int64()))
 
 
 def read_with_row_tracking(
