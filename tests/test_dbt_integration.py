@@ -97,7 +97,7 @@ def test_dbt_package_end_to_end(env):
     # Run 1: every macro path in one `dbt run`.
     out = dbt(env, "run", "--vars", "{batch: 0}")
     first = {r["table"]: r for r in results(env)}
-    assert len(first) == 5 and {r["invocation_id"] for r in first.values()} == {invocation_id(env)}
+    assert len(first) == 6 and {r["invocation_id"] for r in first.values()} == {invocation_id(env)}
     assert "delta_optimize ddo_it.events_view" not in out and "ddo_it.events_view" not in first  # views: silent
     pre_hook = json.loads((env["work"] / "target" / "delta_optimize_versions.json").read_text())
     assert pre_hook == {"invocation_id": invocation_id(env), "versions": {}}  # every saved version was used
@@ -109,6 +109,12 @@ def test_dbt_package_end_to_end(env):
     (zc,) = optimize_commits(table(env, "events_zordered"))
     assert json.loads(zc["operationParameters"]["zOrderBy"]) == ["user_id", "amount"]
     assert str(zc["operationParameters"]["auto"]).lower() == "false"
+    lc = first["ddo_it.events_clustered"]  # liquid_clustered_by: ALTER TABLE CLUSTER BY, then clustered
+    assert lc["status"] == "optimized" and lc["clustered_by"] == ["user_id", "amount"]
+    assert lc["files_before"] > lc["files_after"]
+    (lcc,) = optimize_commits(table(env, "events_clustered"))
+    assert json.loads(lcc["operationParameters"]["clusterBy"]) == ["user_id", "amount"]
+    assert DeltaTable(table(env, "events_clustered")).to_pyarrow_table().num_rows == n
     fail = first["ddo_it.failing_model"]
     assert fail["status"] == "failed" and "non-partition column 'amount'" in fail["error"]  # on_error: warn
     assert "delta_optimize ddo_it.failing_model: failed" in out
