@@ -48,6 +48,21 @@ def test_large_zcubes_and_foreign_clusterings_are_skipped_unless_full():
     assert _paths(select_liquid_files(foreign, cols, full=True, min_cube_size=1000)) == ["n", "o", "p"]
 
 
+def test_dbt_setting_and_checkpoint_choice():
+    from dbt_delta_optimize.dbt.settings import parse_settings
+    from dbt_delta_optimize.delta.checkpoint_v2 import choose_checkpoint
+
+    assert parse_settings({"liquid_clustered_by": "user_id, amount"}).liquid_clustered_by == ("user_id", "amount")
+    v2 = "00000000000000000004.checkpoint.076981c6-4017-476b-b3d8-b3763fc6f3ba.json"
+    classic = "00000000000000000004.checkpoint.parquet"
+    assert choose_checkpoint([classic, v2]) == (v2,), "one complete checkpoint, never a union"
+    parts = [
+        "00000000000000000004.checkpoint.0000000002.0000000002.parquet",
+        "00000000000000000004.checkpoint.0000000001.0000000002.parquet",
+    ]
+    assert choose_checkpoint(parts) == tuple(sorted(parts))
+
+
 # =========================================================================== real tables
 def _clustered(spark, path: str, inserts: int = 4, start: int = 0) -> None:
     if start == 0:
