@@ -109,6 +109,12 @@ def test_dbt_package_end_to_end(env):
     (zc,) = optimize_commits(table(env, "events_zordered"))
     assert json.loads(zc["operationParameters"]["zOrderBy"]) == ["user_id", "amount"]
     assert str(zc["operationParameters"]["auto"]).lower() == "false"
+    lc = first["ddo_it.events_clustered"]  # liquid_clustered_by: ALTER TABLE CLUSTER BY, then clustered
+    assert lc["status"] == "optimized" and lc["clustered_by"] == ["user_id", "amount"]
+    assert lc["files_before"] > lc["files_after"]
+    (lcc,) = optimize_commits(table(env, "events_clustered"))
+    assert json.loads(lcc["operationParameters"]["clusterBy"]) == ["user_id", "amount"]
+    assert DeltaTable(table(env, "events_clustered")).to_pyarrow_table().num_rows == n
     fail = first["ddo_it.failing_model"]
     assert fail["status"] == "failed" and "non-partition column 'amount'" in fail["error"]  # on_error: warn
     assert "delta_optimize ddo_it.failing_model: failed" in out

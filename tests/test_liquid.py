@@ -48,6 +48,21 @@ def test_large_zcubes_and_foreign_clusterings_are_skipped_unless_full():
     assert _paths(select_liquid_files(foreign, cols, full=True, min_cube_size=1000)) == ["n", "o", "p"]
 
 
+def test_dbt_setting_and_checkpoint_choice():
+    from dbt_delta_optimize.dbt.settings import parse_settings
+    from dbt_delta_optimize.delta.checkpoint_v2 import choose_checkpoint
+
+    assert parse_settings({"liquid_clustered_by": "user_id, amount"}).liquid_clustered_by == ("user_id", "amount")
+    v2 = "00000000000000000004.checkpoint.076981c6-4017-476b-b3d8-b3763fc6f3ba.json"
+    classic = "00000000000000000004.checkpoint.parquet"
+    assert choose_checkpoint([classic, v2]) == (v2,), "one complete checkpoint, never a union"
+    parts = [
+        "00000000000000000004.checkpoint.0000000002.0000000002.parquet",
+        "00000000000000000004.checkpoint.0000000001.0000000002.parquet",
+    ]
+    assert choose_checkpoint(parts) == tuple(sorted(parts))
+
+
 # =========================================================================== real tables
 def _clustered(spark, path: str, inserts: int = 4, start: int = 0) -> None:
     if start == 0:
@@ -81,7 +96,8 @@ def test_optimize_clusters_a_cluster_by_table_incrementally(spark, tmp_path):
     files_before = len(data_files(p))
     r = _optimize(p)
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["numFilesAdded"] >= 1
+    out = json.loads(r.stdout)
+    assert out["numFilesAdded"] >= 1 and out["zOrderStats"] is None
     v = log_versions(p)[-1]
     actions = _actions(p, v)
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)

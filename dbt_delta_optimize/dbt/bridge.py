@@ -79,6 +79,25 @@ def _delta_location(
     return location
 
 
+def _ensure_clustered(
+    spark: Spark, record: dict[str, Any], table: str, location: str, columns: tuple[str, ...]
+) -> None:
+    """ALTER TABLE ... CLUSTER BY the model's columns when the table is not clustered by them yet.
+
+    dbt-spark creates tables without CLUSTER BY; delta-spark turns an unpartitioned table into a
+    clustered one with ALTER TABLE CLUSTER BY (a metadata-only commit); OPTIMIZE then clusters it.
+    """
+    from ..delta.snapshot import load_snapshot
+    from ..plan.liquid import clustering_columns, is_clustered_table
+
+    snap = load_snapshot(location)
+    current = clustering_columns(snap) if is_clustered_table(snap.protocol) else []
+    if [c.lower() for c in current] != [c.lower() for c in columns]:
+        cols = ", ".join(".".join(f"`{p}`" for p in c.split(".")) for c in columns)
+        spark().sql(f"ALTER TABLE {table} CLUSTER BY ({cols})")
+        record["clustered_by"] = list(columns)
+
+
 # ----------------------------------------------------------------------------- the API, called in one place each
 def _optimize(
     spark: Spark, location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], s: ModelSettings
@@ -258,7 +277,10 @@ class Bridge:
         location = _delta_location(record, table, file_format, s.storage_options, spark)
         if location is None:
             return
-        if s.mode == "optimize":
+        if s.liquid_clustered_by:
+            _ensure_clustered(spark, record, table, location, s.liquid_clustered_by)
+            wrote = _optimized(record, _optimize(spark, location, (), (), s))
+        elif s.mode == "optimize":
             wrote = _optimized(record, _optimize(spark, location, s.where, s.zorder_by, s))
         else:
             wrote = _auto_compacted(record, _auto_compact(spark, location, since, s))

@@ -37,6 +37,9 @@ class ModelSettings:
     skip: bool = False
     max_duration: float | None = None
     storage_options: Mapping[str, str] | None = None
+    #: liquid clustering columns (dbt-databricks' config name; dbt-spark has none): the post-hook
+    #: makes the table CLUSTER BY these columns and clusters it
+    liquid_clustered_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "skip": _flag,
     "max_duration": lambda k, v: _duration(k, v),
     "storage_options": lambda k, v: _storage_options(k, v),
+    "liquid_clustered_by": _strings,
 }
 
 #: Every key ``meta.delta_optimize`` may hold.

@@ -36,6 +36,7 @@ _LOG_DIR = "_delta_log"
 SIDECAR_DIR = "_sidecars"
 _UUID_NAMED = re.compile(r"^\d{20}\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
 _FILE_ACTIONS = ("add", "remove")
+_V2_ACTIONS = ("checkpointMetadata", "sidecar")
 
 
 def is_v2_policy(configuration: Any) -> bool:
@@ -109,6 +110,26 @@ def has_checkpoint_metadata(storage: Storage, path: str) -> bool:
         return bool(pc.any(pc.is_valid(pf.read(columns=["checkpointMetadata"]).column(0))).as_py())
 
 
+def _nullable_type(t: Any) -> Any:
+    import pyarrow as pa
+
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _nullable_type(f.type), nullable=True) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, _nullable_type(t.item_type))
+    if pa.types.is_list(t):
+        return pa.list_(_nullable_type(t.value_type))
+    return t
+
+
+def _nullable(table: Any) -> Any:
+    """Every field nullable: a checkpoint row holds one action, so the other actions' required fields are null."""
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field(f.name, _nullable_type(f.type), nullable=True) for f in table.schema])
+    return table.cast(schema)
+
+
 def write_v2_checkpoint(storage: Storage, root: str, version: int, classic: str) -> str:
     """A UUID-named V2 checkpoint with one sidecar (delta-spark's layout), from deltalake's checkpoint ``classic``.
 
@@ -128,8 +149,13 @@ def write_v2_checkpoint(storage: Storage, root: str, version: int, classic: str)
         *[pc.is_valid(table.column(c)) if c in table.column_names else pa.scalar(False) for c in _FILE_ACTIONS]
     )
     file_rows = pc.fill_null(file_rows, False)
-    files = table.filter(file_rows).select([c for c in _FILE_ACTIONS if c in table.column_names])
-    others = table.filter(pc.invert(file_rows)).drop_columns([c for c in _FILE_ACTIONS if c in table.column_names])
+    files = _nullable(table.filter(file_rows).select([c for c in _FILE_ACTIONS if c in table.column_names]))
+    v2_rows = pc.or_(
+        *[pc.is_valid(table.column(c)) if c in table.column_names else pa.scalar(False) for c in _V2_ACTIONS]
+    )
+    keep = pc.invert(pc.or_(file_rows, pc.fill_null(v2_rows, False)))
+    # add and remove stay as (null) columns: delta-spark reads them from the top-level file too
+    others = _nullable(table.filter(keep).drop_columns([c for c in _V2_ACTIONS if c in table.column_names]))
     num_adds = int(pc.sum(pc.is_valid(files.column("add"))).as_py() or 0) if "add" in files.column_names else 0
 
     sidecar_name = f"{version:020d}.checkpoint.0000000001.0000000001.{uuid.uuid4()}.parquet"
