@@ -97,7 +97,7 @@ def test_dbt_package_end_to_end(env):
     # Run 1: every macro path in one `dbt run`.
     out = dbt(env, "run", "--vars", "{batch: 0}")
     first = {r["table"]: r for r in results(env)}
-    assert len(first) == 6 and {r["invocation_id"] for r in first.values()} == {invocation_id(env)}
+    assert len(first) == 7 and {r["invocation_id"] for r in first.values()} == {invocation_id(env)}
     assert "delta_optimize ddo_it.events_view" not in out and "ddo_it.events_view" not in first  # views: silent
     pre_hook = json.loads((env["work"] / "target" / "delta_optimize_versions.json").read_text())
     assert pre_hook == {"invocation_id": invocation_id(env), "versions": {}}  # every saved version was used
