@@ -69,3 +69,30 @@ def test_every_default_feature_at_once(spark, databricks_template, tmp_path, how
     # delta-spark still optimizes and reads the table the same afterwards
     spark.sql(f"OPTIMIZE delta.`{p}`").collect()
     assert _rows(spark, p) == before
+
+
+def test_liquid_table_with_row_tracking_and_deletion_vectors(spark, tmp_path):
+    """CLUSTER BY with delta-spark's defaults (row tracking, DVs): clustered, ids and rows kept."""
+    p = str(tmp_path / "liquid")
+    spark.sql(
+        f"CREATE TABLE delta.`{p}` (id BIGINT, x STRING) USING delta CLUSTER BY (id, x) "
+        "TBLPROPERTIES ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true')"
+    )
+    for i in range(4):
+        spark.sql(f"INSERT INTO delta.`{p}` SELECT id * 4 + {i}, concat('v', id % 5) FROM range(0, 25)")
+    spark.sql(f"DELETE FROM delta.`{p}` WHERE id % 9 = 2")
+    before_files = len(load_snapshot(p).files)
+    query = f"SELECT id, x, _metadata.row_id, _metadata.row_commit_version FROM delta.`{p}`"
+    before = sorted(tuple(r) for r in spark.sql(query).collect())
+    m = optimize(spark, p)
+    (version,) = m.committed_versions
+    after = load_snapshot(p)
+    assert len(after.files) < before_files
+    assert all(f.deletion_vector is None for f in after.files)
+    assert all(f.clustering_provider == "liquid" and f.tags.get("ZCUBE_ID") for f in after.files)
+    assert sorted(tuple(r) for r in spark.sql(query).collect()) == before
+    assert validate_commit(p, version).ok
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{p}`").collect()[0]
+    assert list(detail.clusteringColumns) == ["id", "x"]
+    spark.sql(f"OPTIMIZE delta.`{p}`").collect()
+    assert sorted(tuple(r) for r in spark.sql(query).collect()) == before
