@@ -20,14 +20,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dbt.plugins.manager import dbtPlugin
 
 from . import target_files
 from .connection import SparkTarget
-from .settings import ModelSettings, parse_operation_args, parse_settings
+from .settings import ModelSettings, OperationArgs, parse_operation_args, parse_settings
 
 if TYPE_CHECKING:
     from ..plan.autocompact import AutoCompactResult
@@ -41,6 +41,19 @@ log = logging.getLogger(__name__)
 NAMESPACE = "delta_optimize"
 #: The Spark session of one call, started on first use (a skip never starts one).
 Spark = Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One ``run-operation`` call on one table, its arguments as dbt passed them (checked later)."""
+
+    mode: str
+    table: str
+    raw_args: tuple[Any, Any, Any, Any]  #: where, zorder_by, dry_run, storage_options
+    model: str | None
+    file_format: str | None
+
+
 RESULTS_FILE = target_files.RESULTS_FILE
 
 
@@ -301,28 +314,16 @@ class Bridge:
         spark_target: Any = None,
     ) -> dict[str, Any]:
         """``dbt run-operation optimize`` body for one table: a full OPTIMIZE (or its plan, with dry_run)."""
-        t0 = time.perf_counter()
-        files = self.files(invocation_id, target_path)
-        record: dict[str, Any] = {"table": table, "model": model, "mode": "optimize", "dry_run": dry_run is True}
-        try:
-            args = parse_operation_args(where, zorder_by, dry_run, storage_options)
-            options = args.storage_options
-            spark = self._session(SparkTarget.parse(spark_target), record, files.invocation_id)
-            location = None if spark is None else _delta_location(record, table, file_format, options, spark)
-            if location is None or spark is None:
-                pass
-            elif args.dry_run:
-                plan = _plan(spark, location, args.where, args.zorder_by, options)
-                record.update(decision="plan", status="planned", plan=plan.summary())
-                _files_after(record, location, False, options)
-            else:
-                settings = ModelSettings(storage_options=options)
-                wrote = _optimized(record, _optimize(spark, location, args.where, args.zorder_by, settings))
-                _files_after(record, location, wrote, options)
-        except Exception as exc:
-            _failed(record, exc)
-            record["decision"] = "failed"
-        return self._finish(files, record, t0)
+
+        def plan(spark: Spark, location: str, args: OperationArgs) -> OptimizePlan:
+            return _plan(spark, location, args.where, args.zorder_by, args.storage_options)
+
+        def run(spark: Spark, location: str, args: OperationArgs, record: dict[str, Any]) -> bool:
+            settings = ModelSettings(storage_options=args.storage_options)
+            return _optimized(record, _optimize(spark, location, args.where, args.zorder_by, settings))
+
+        request = _Request("optimize", table, (where, zorder_by, dry_run, storage_options), model, file_format)
+        return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
 
     def run_purge(
         self,
@@ -340,25 +341,48 @@ class Bridge:
         """``dbt run-operation purge`` body for one table: REORG ... APPLY (PURGE) (or its plan, with dry_run)."""
         from ..purge import purge
 
+        def plan(spark: Spark, location: str, args: OperationArgs) -> OptimizePlan:
+            return purge(spark(), location, where=list(args.where), dry_run=True, storage_options=args.storage_options)
+
+        def run(spark: Spark, location: str, args: OperationArgs, record: dict[str, Any]) -> bool:
+            wrote = _optimized(
+                record, purge(spark(), location, where=list(args.where), storage_options=args.storage_options)
+            )
+            record.update(decision="purge", status="purged" if wrote else "nothingToDo")
+            return wrote
+
+        request = _Request("purge", table, (where, None, dry_run, storage_options), model, file_format)
+        return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
+
+    def _table_operation(
+        self,
+        request: _Request,
+        invocation_id: str | None,
+        target_path: str | None,
+        spark_target: Any,
+        plan: Callable[[Spark, str, OperationArgs], OptimizePlan],
+        run: Callable[[Spark, str, OperationArgs, dict[str, Any]], bool],
+    ) -> dict[str, Any]:
+        """One ``run-operation`` on one table: arguments checked, table located, then ``plan`` or ``run``."""
         t0 = time.perf_counter()
         files = self.files(invocation_id, target_path)
-        record: dict[str, Any] = {"table": table, "model": model, "mode": "purge", "dry_run": dry_run is True}
+        dry_run = request.raw_args[2]
+        record: dict[str, Any] = {"table": request.table, "model": request.model, "mode": request.mode}
+        record["dry_run"] = dry_run is True
         try:
-            args = parse_operation_args(where, None, dry_run, storage_options)
+            args = parse_operation_args(*request.raw_args)
             options = args.storage_options
             spark = self._session(SparkTarget.parse(spark_target), record, files.invocation_id)
-            location = None if spark is None else _delta_location(record, table, file_format, options, spark)
+            location = (
+                None if spark is None else _delta_location(record, request.table, request.file_format, options, spark)
+            )
             if location is None or spark is None:
                 pass
             elif args.dry_run:
-                plan = purge(spark(), location, where=list(args.where), dry_run=True, storage_options=options)
-                record.update(decision="plan", status="planned", plan=plan.summary())
+                record.update(decision="plan", status="planned", plan=plan(spark, location, args).summary())
                 _files_after(record, location, False, options)
             else:
-                m = purge(spark(), location, where=list(args.where), storage_options=options)
-                wrote = _optimized(record, m)
-                record.update(decision="purge", status="purged" if wrote else "nothingToDo")
-                _files_after(record, location, wrote, options)
+                _files_after(record, location, run(spark, location, args, record), options)
         except Exception as exc:
             _failed(record, exc)
             record["decision"] = "failed"
