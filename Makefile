@@ -57,7 +57,7 @@ test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup
-	$(PY) bench/run.py
+	$(PY) bench/suite.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(EXECUTOR_VENV) .pytest_cache build *.egg-info

@@ -109,6 +109,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=100, help="files written (each spans every partition)")
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--json", dest="json_out", default=None, help="also write the results to this file")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="ddo-bench-cluster-")
     try:
@@ -137,10 +138,15 @@ def main() -> None:
         base = statistics.median(t for t, _ in times["local[2] (embedded)"])
         print("\n| engine | median optimize | median command | optimize vs local |")
         print("|---|---|---|---|")
+        out = {}
         for name, values in times.items():
             opt = statistics.median(t for t, _ in values)
             wall = statistics.median(w for _, w in values)
+            out[name] = {"optimize_s": opt, "command_s": wall, "vs_local": opt / base}
             print(f"| {name} | {opt:.2f} s | {wall:.2f} s | {opt / base:.2f} |")
+        if args.json_out:
+            with open(args.json_out, "w") as fh:
+                json.dump(out, fh, indent=2)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -63,6 +63,7 @@ def hook_seconds(env) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", dest="json_out", default=None, help="also write the results to this file")
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="ddo-hook-bench-")
     dbt(demo_env(os.path.join(base, "deps")), "deps")
@@ -91,10 +92,15 @@ def main() -> int:
             )
     print("\n| case | dbt run with hook | without | overhead (wall) | time inside the hook | hook / run |")
     print("|---|---|---|---|---|---|")
+    out = {}
     for case in ("nothing qualifies", "compaction runs"):
         on, off = statistics.median(times[(case, True)]), statistics.median(times[(case, False)])
         h = statistics.median(inside[case])
+        out[case] = {"with_hook_s": on, "without_s": off, "overhead_pct": 100 * (on - off) / off, "hook_s": h}
         print(f"| {case} | {on:.1f}s | {off:.1f}s | {100 * (on - off) / off:+.1f}% | {h:.2f}s | {100 * h / off:.1f}% |")
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump(out, fh, indent=2)
     print(
         "Wall-clock differences of one or two seconds are run-to-run noise (dbt and Spark start-up);"
         " the time inside the hook is measured by the hook itself."

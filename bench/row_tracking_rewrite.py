@@ -18,7 +18,6 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from dbt_delta_optimize.engine.rewrite import rewrite_files
 
 ROW_ID, VERSION = "_row-id-col-bench", "_row-commit-version-col-bench"

@@ -262,7 +262,6 @@ def test_physical_fields_rename_every_level_and_keep_other_metadata():
 def test_arrow_rewrite_matches_columns_by_field_id_in_id_mode(tmp_path):
     """id mode: a file whose Parquet names differ (e.g. converted from Iceberg) is read by field id."""
     import pyarrow as pa
-
     from dbt_delta_optimize.engine.rewrite import rewrite_files
 
     def fid(i: int) -> dict[bytes, bytes]:

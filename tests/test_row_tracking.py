@@ -217,7 +217,6 @@ def test_arrow_rewrite_fills_row_ids_across_row_groups(tmp_path):
     """Positions continue across row groups; materialized values win over generated ones."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
     from dbt_delta_optimize.engine.rewrite import rewrite_files
 
     first, second = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")

@@ -24,6 +24,8 @@ __all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "build_file_table", "ma
 
 RawKey = tuple[str | None, ...]  #: raw partition values in partition-column order ("" read as null)
 _NULL = "\x00null\x00"
+#: Rows of a FileView converted to AddFiles at a time.
+_CHUNK = 1024
 _SEP = "\x00|\x00"
 
 
@@ -269,13 +271,25 @@ class FileTable:
         return encoded.indices.cast(pa.int32()), keys
 
     def file(self, i: int) -> AddFile:
-        row = self.adds[i].as_py()
-        if self.stats_loader is not None:
-            row["stats"] = self.column("stats")[i].as_py()
-        row["partitionValues"] = dict(row.get("partitionValues") or [])
-        row["tags"] = dict(row.get("tags") or [])
-        row["deletionVector"] = {k: v for k, v in (row.get("deletionVector") or {}).items() if v is not None} or None
-        return AddFile.from_json({k: v for k, v in row.items() if v is not None})
+        return self.files([i])[0]
+
+    def files(self, rows: Sequence[int]) -> list[AddFile]:
+        """The AddFiles of some rows, converted from Arrow in one call (not a scalar access per field)."""
+        import pyarrow as pa
+
+        indices = pa.array(rows, pa.int64())
+        records = self.adds.take(indices).to_pylist()
+        stats = self.column("stats").take(indices).to_pylist() if self.stats_loader is not None else None
+        out = []
+        for k, row in enumerate(records):
+            if stats is not None:
+                row["stats"] = stats[k]
+            row["partitionValues"] = dict(row.get("partitionValues") or [])
+            row["tags"] = dict(row.get("tags") or [])
+            dv = row.get("deletionVector")
+            row["deletionVector"] = {k2: v for k2, v in dv.items() if v is not None} if dv else None
+            out.append(AddFile.from_json({k2: v for k2, v in row.items() if v is not None}))
+        return out
 
     def deletion_vector(self, i: int) -> DeletionVector | None:
         return self.file(i).deletion_vector
@@ -302,9 +316,13 @@ class FileView(Sequence[AddFile]):
     def __getitem__(self, i: int | slice) -> AddFile | Sequence[AddFile]:
         if isinstance(i, slice):
             return FileView(self.table, self.rows[i])
+        if i < 0:
+            i += len(self.rows)
         row = self.rows[i]
-        if row not in self._cache:
-            self._cache[row] = self.table.file(row)
+        if row not in self._cache:  # the chunk around i, in one conversion
+            start = i - i % _CHUNK
+            chunk = self.rows[start : start + _CHUNK]
+            self._cache.update(zip(chunk, self.table.files(chunk)))
         return self._cache[row]
 
     def __iter__(self) -> Iterator[AddFile]:

@@ -189,6 +189,40 @@ class _Reader(io.RawIOBase):
         super().close()
 
 
+class _Writer(io.RawIOBase):
+    """An obstore WritableFile as a binary file whose failures are our typed storage errors."""
+
+    def __init__(self, writer: Any, fail: Any) -> None:
+        self._writer = writer
+        self._fail = fail
+        self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        try:
+            self._writer.write(bytes(data))
+        except Exception as exc:
+            raise self._fail(exc) from None
+        n = len(memoryview(data))
+        self._written += n
+        return n
+
+    def tell(self) -> int:
+        return self._written
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._writer.close()
+        except Exception as exc:
+            raise self._fail(exc) from None
+        finally:
+            super().close()
+
+
 @dataclass(frozen=True)
 class ObjectStorage:
     """One bucket (S3, GCS) or container (Azure); paths are full URLs inside it."""
@@ -311,6 +345,13 @@ class ObjectStorage:
 
         reader = self._call(path, obstore.open_reader, self.key(path))
         return io.BufferedReader(_Reader(reader), buffer_size=1 << 20)
+
+    def open_output(self, path: str) -> BinaryIO:
+        """A streaming multipart upload: parts go up while the file is written, none of it lands on disk."""
+        import obstore
+
+        writer = self._call(path, obstore.open_writer, self.key(path), buffer_size=8 << 20)
+        return io.BufferedWriter(_Writer(writer, lambda exc: self._fail(exc, path)), buffer_size=1 << 20)
 
     def exists(self, path: str) -> bool:
         import obstore

@@ -64,6 +64,11 @@ class Storage(TypingProtocol):
         """A seekable binary reader (what pyarrow's Parquet reader takes)."""
         ...
 
+    def open_output(self, path: str) -> BinaryIO:
+        """A sequential binary writer creating or replacing ``path``; the file appears whole at ``close()``
+        on object stores (a streaming multipart upload), so no local copy is needed."""
+        ...
+
     def exists(self, path: str) -> bool: ...
 
     def stat(self, path: str) -> FileInfo: ...
@@ -132,6 +137,10 @@ class LocalStorage:
 
     def open_input(self, path: str) -> BinaryIO:
         return open(path, "rb")
+
+    def open_output(self, path: str) -> BinaryIO:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return open(path, "wb")
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)

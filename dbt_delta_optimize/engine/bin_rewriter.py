@@ -1,8 +1,9 @@
-"""Rewrite one bin into new files: Arrow in one Spark task, a Spark DataFrame write, or a clustered write.
+"""Rewrite bins into new files: Arrow tasks (one Spark job per batch), a Spark DataFrame write, or a clustered write.
 
-Every new file goes into the folder its partition values give (``layout``), is announced in the
-run's journal before it is written (so a killed run's files can be cleaned up), and gets stats
-from its own Parquet footer.
+Every new file goes into the folder its partition values give (``layout``) and is announced in the
+run's journal before it is written (so a killed run's files can be cleaned up). Arrow tasks get a
+typed ``BinTask`` and answer with the new file's size and stats; the Spark paths stage their
+files, which are then moved into place and read for stats here.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,8 @@ from ..delta.row_tracking import RowTracking
 from ..delta.snapshot import Snapshot
 from ..delta.storage import LocalStorage, join
 from ..plan.planner import Bin, OptimizePlan
+from ..tasks.arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
+from ..tasks.messages import BinTask, InputFile, Rewritten, RowTrackingColumns, StatsSpec, StoreRef
 from .layout import new_file_location
 from .spark_engine import SparkEngine
 
@@ -44,9 +48,17 @@ class BinResult:
     removes: tuple[RemoveFile, ...]
 
 
+@dataclass(frozen=True)
+class _Placed:
+    """A new file announced in the journal: where it is written, and its path in the log."""
+
+    location: str
+    log_path: str
+
+
 @dataclass
 class BinRewriter:
-    """Rewrites the bins of one run (thread-safe: bins run in parallel threads)."""
+    """Rewrites the bins of one run (thread-safe: Spark-path bins run in parallel threads)."""
 
     engine: SparkEngine
     snapshot: Snapshot
@@ -57,21 +69,32 @@ class BinRewriter:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ------------------------------------------------------------------ placement
-    def _place(self, b: Bin, name: str) -> tuple[str, str]:
-        """(location, log path) of a new file, announced in the journal before anything is written."""
+    def _place_all(self, placements: Sequence[tuple[Bin, str]]) -> list[_Placed]:
+        """Announce new files (bin, file name) in the journal with one write, and make their folders."""
         snap = self.snapshot
-        dest, log_path, rel_dir = new_file_location(
-            snap.location, b.partition_values, snap.physical_partition_columns, name
-        )
-        folder = join(snap.location, rel_dir) if rel_dir else snap.location
-        created = [] if snap.storage.exists(folder) else [rel_dir]
+        out: list[_Placed] = []
+        folders: dict[str, str] = {}
+        for b, name in placements:
+            dest, log_path, rel_dir = new_file_location(
+                snap.location, b.partition_values, snap.physical_partition_columns, name
+            )
+            folders.setdefault(rel_dir, join(snap.location, rel_dir) if rel_dir else snap.location)
+            out.append(_Placed(dest, log_path))
+        created = [rel for rel, folder in folders.items() if rel and not snap.storage.exists(folder)]
         with self.lock:
-            self.journal.intend([log_path], created)
-            self.uncommitted.setdefault(id(b), []).append(dest)
-        snap.storage.makedirs(folder)
-        return dest, log_path
+            self.journal.intend([p.log_path for p in out], created)
+            for (b, _), p in zip(placements, out):
+                self.uncommitted.setdefault(id(b), []).append(p.location)
+        for folder in folders.values():
+            snap.storage.makedirs(folder)
+        return out
+
+    def _place(self, b: Bin, name: str) -> tuple[str, str]:
+        placed = self._place_all([(b, name)])[0]
+        return placed.location, placed.log_path
 
     def _add_file(self, b: Bin, dest: str, log_path: str, tags: Mapping[str, str] | None = None) -> AddFile:
+        """The AddFile of a file a Spark write produced: its size and stats read from storage."""
         from ..inspect.stats import stats_from_file
 
         snap = self.snapshot
@@ -96,22 +119,159 @@ class BinRewriter:
             tags=tags or {},
         )
 
-    # ------------------------------------------------------------------ the three ways
+    # ------------------------------------------------------------------ what tasks get
     @property
-    def _store(self) -> dict[str, Any] | None:
-        """The object store's root and options for code in Spark tasks; None for a local table."""
+    def _local(self) -> bool:
+        return isinstance(self.snapshot.storage, LocalStorage)
+
+    @cached_property
+    def store(self) -> StoreRef:
+        """The table root and the options code in Spark tasks needs to open it."""
         storage = self.snapshot.storage
-        if isinstance(storage, LocalStorage):
-            return None
+        if self._local:
+            return StoreRef(self.snapshot.location, {})
         from ..delta.object_store import task_options
 
-        return {"base": self.snapshot.location, "options": task_options(self.snapshot.location, storage.options)}
+        return StoreRef(self.snapshot.location, task_options(self.snapshot.location, storage.options))
+
+    @property
+    def _store(self) -> dict[str, Any] | None:
+        """The store as the Spark-path readers and writers take it; None for a local table."""
+        if self._local:
+            return None
+        return {"base": self.store.root, "options": dict(self.store.options)}
 
     @cached_property
     def _row_tracking(self) -> RowTracking:
         snap = self.snapshot
         return RowTracking.of(snap.protocol, snap.metadata, table=snap.location)
 
+    @cached_property
+    def row_tracking_columns(self) -> RowTrackingColumns | None:
+        """The hidden columns rewrites fill, when the table keeps row ids (materializes them)."""
+        rt = self._row_tracking
+        if not rt.materializes:
+            return None
+        row_id, commit_version = rt.columns
+        return RowTrackingColumns(row_id, commit_version)
+
+    def _check_row_tracking(self, files: Sequence[AddFile]) -> None:
+        from ..errors import CorruptLogError
+
+        if self.row_tracking_columns is None:
+            return
+        missing = [f.path for f in files if f.base_row_id is None or f.default_row_commit_version is None]
+        if missing:
+            raise CorruptLogError(
+                f"{self.snapshot.location} has row tracking enabled but data file {missing[0]!r} has no "
+                "baseRowId/defaultRowCommitVersion in the log, so its rows' ids cannot be kept. Nothing was "
+                "written; backfill row tracking with delta-spark."
+            )
+
+    def input_file(self, f: AddFile) -> InputFile:
+        """What a task needs to read one input: location, size, deletion vector, row tracking fields."""
+        keep_ids = self.row_tracking_columns is not None
+        return InputFile(
+            path=self.snapshot.file_path(f.path),
+            size=f.size,
+            deletion_vector=f.deletion_vector.to_json() if f.deletion_vector is not None else None,
+            base_row_id=f.base_row_id if keep_ids else None,
+            default_row_commit_version=f.default_row_commit_version if keep_ids else None,
+        )
+
+    @cached_property
+    def _stats_spec(self) -> StatsSpec:
+        snap = self.snapshot
+        return StatsSpec(
+            schema=snap.schema,
+            partition_columns=tuple(snap.partition_columns),
+            configuration=dict(snap.configuration),
+            protocol=snap.protocol.to_json(),
+            time_zone=self.engine.time_zone,
+        )
+
+    @property
+    def _by_id(self) -> bool:
+        """Column mapping's id mode: Parquet columns are matched by field id, not by name."""
+        return mapping_mode(self.snapshot.configuration) == "id"
+
+    @cached_property
+    def _arrow_reason(self) -> str | None:
+        """Why no bin of this run can take the Arrow task path (None: they can)."""
+        codec = self.engine.parquet_codec
+        if codec not in ARROW_CODECS:
+            return f"the Parquet codec {codec} is not one Arrow writes"
+        try:
+            arrow_schema(with_hidden_fields(self.snapshot.physical_data_fields, self.row_tracking_columns))
+        except NeedsSparkRewrite as exc:
+            return str(exc)
+        return None
+
+    def takes_arrow(self, b: Bin) -> bool:
+        """Whether a bin is rewritten by an Arrow task (else by a Spark DataFrame job)."""
+        if self.plan.clustering is not None or self.plan.config.rewrite_engine != "arrow":
+            return False
+        return self._arrow_reason is None
+
+    def tasks(self, bins: Sequence[Bin], deadline: float | None) -> list[BinTask]:
+        """One task message per bin (``bin_id`` = index), their outputs announced in one journal write.
+
+        ``deadline``: epoch seconds after which a task does not start its bin (the time budget).
+        """
+        for b in bins:
+            self._check_row_tracking(b.files)
+        codec = self.engine.parquet_codec
+        suffix = "" if codec in ("none", "uncompressed") else f".{codec}"
+        placed = self._place_all([(b, f"part-00000-{uuid.uuid4()}.c000{suffix}.parquet") for b in bins])
+        fields = tuple(self.snapshot.physical_data_fields)
+        return [
+            BinTask(
+                bin_id=i,
+                store=self.store,
+                inputs=tuple(self.input_file(f) for f in b.files),
+                output=p.location,
+                fields=fields,
+                compression=codec,
+                by_id=self._by_id,
+                row_tracking=self.row_tracking_columns,
+                stats=self._stats_spec,
+                deadline=deadline,
+            )
+            for i, (b, p) in enumerate(zip(bins, placed))
+        ]
+
+    def result(self, b: Bin, task: BinTask, outcome: Rewritten) -> BinResult:
+        """The actions of a bin an Arrow task rewrote (nothing is read back: the task sent size and stats)."""
+        log.info(
+            "bin %s rewritten in %.2fs by %s on %s (pid %s), package from %s",
+            task.bin_id,
+            outcome.seconds,
+            outcome.worker.python,
+            outcome.worker.host,
+            outcome.worker.pid,
+            outcome.worker.package,
+        )
+        _, log_path, _ = new_file_location(
+            self.snapshot.location,
+            b.partition_values,
+            self.snapshot.physical_partition_columns,
+            task.output.rsplit("/", 1)[-1],
+        )
+        add = AddFile(
+            path=log_path,
+            partition_values=dict(b.partition_values),
+            size=outcome.size,
+            modification_time=outcome.modification_time,
+            data_change=False,
+            stats=outcome.stats,
+        )
+        return self._result(b, (add,))
+
+    def _result(self, b: Bin, adds: tuple[AddFile, ...]) -> BinResult:
+        removes = tuple(f.remove(self.operation_timestamp, data_change=False) for f in b.files)
+        return BinResult(b, adds, removes)
+
+    # ------------------------------------------------------------------ the Spark paths
     def _row_tracking_spec(self, b: Bin) -> dict[str, Any] | None:
         """Column names and each input's baseRowId/defaultRowCommitVersion, when row ids must be kept."""
         from .row_tracking_columns import row_tracking_spec
@@ -121,15 +281,17 @@ class BinRewriter:
     def _input_df(self, b: Bin) -> DataFrame:
         """The bin's live rows (deletion vectors applied by the Arrow reader on a store, else by Spark),
         with the hidden row-id columns filled when the table tracks rows."""
-        from .live_rows import input_spec, read_live
+        from .live_rows import read_live
 
         row_tracking = self._row_tracking_spec(b)
         fields = self.snapshot.physical_data_fields
         if self._store is not None:
             from .store_io import read_store_files
 
-            items = [input_spec(self.snapshot, f) for f in b.files]
-            return read_store_files(self.engine, items, fields, self._store, row_tracking, by_id=self._by_id)
+            items = [self.input_file(f) for f in b.files]
+            return read_store_files(
+                self.engine, items, fields, self.store, self.row_tracking_columns, by_id=self._by_id
+            )
         if any(f.deletion_vector is not None for f in b.files):
             return read_live(self.engine, self.snapshot, b.files, row_tracking)
         paths = [self.snapshot.file_path(f.path) for f in b.files]
@@ -140,73 +302,27 @@ class BinRewriter:
         return self.engine.read_parquet(paths, fields)
 
     @property
-    def _by_id(self) -> bool:
-        """Column mapping's id mode: Parquet columns are matched by field id, not by name."""
-        return mapping_mode(self.snapshot.configuration) == "id"
-
-    @property
     def _written_fields(self) -> list[dict[str, Any]]:
         """The Parquet schema of new files: physical data fields, then the materialized row-tracking columns."""
-        from .row_tracking_columns import row_tracking_fields
-
-        fields = self.snapshot.physical_data_fields
-        rt = self._row_tracking
-        if not rt.materializes:
-            return fields
-        return [*fields, *row_tracking_fields(dict(zip(("row_id", "commit_version"), rt.columns)))]
+        return [dict(f) for f in with_hidden_fields(self.snapshot.physical_data_fields, self.row_tracking_columns)]
 
     def _write(self, df: DataFrame, staging: str) -> None:
         """Each partition of ``df`` into one file under ``staging``: Spark's writer, or Arrow in tasks on a store."""
         if self._store is not None:
             from .store_io import write_store_files
 
-            write_store_files(df, staging, self._store, self.engine.parquet_codec, self._written_fields)
+            write_store_files(df, staging, self.store, self.engine.parquet_codec, self._written_fields)
             return
         df.write.option("maxRecordsPerFile", 0).mode("error").parquet(staging)  # "error": Connect knows no alias
-
-    def _arrow(self, b: Bin) -> tuple[AddFile, ...] | None:
-        """One Spark task streams the bin through Arrow into its final place; None means use Spark instead."""
-        from .rewrite import rewrite_bin_task
-
-        codec = self.engine.parquet_codec
-        if codec not in ARROW_CODECS:
-            return None
-        suffix = "" if codec in ("none", "uncompressed") else f".{codec}"
-        dest, log_path = self._place(b, f"part-00000-{uuid.uuid4()}.c000{suffix}.parquet")
-        from .live_rows import input_spec
-
-        spec: dict[str, Any] = {
-            "inputs": [input_spec(self.snapshot, f) for f in b.files],
-            "root": self.snapshot.location,
-            "output": dest,
-            "fields": self.snapshot.physical_data_fields,
-            "compression": codec,
-            "row_tracking": self._row_tracking_spec(b),
-            "by_id": self._by_id,
-        }
-        if self._store is not None:
-            spec["store"] = self._store
-        try:
-            result = self.engine.run_task(rewrite_bin_task, spec)
-        except Exception as exc:
-            if "ModuleNotFoundError" not in str(exc):
-                raise
-            # Executors without pyarrow/this package: Spark can still do the rewrite.
-            result = {"fallback": f"the Python workers cannot import the Arrow rewriter ({str(exc).splitlines()[-1]})"}
-        if "fallback" in result:
-            log.warning("rewriting %s with Spark instead of Arrow: %s", b.describe(), result["fallback"])
-            return None
-        return (self._add_file(b, dest, log_path),)
 
     def _clustered(self, b: Bin, staging: str) -> tuple[AddFile, ...]:
         """Z-order/Hilbert: range-partition the partition along the curve into max(1, bytes/maxFileSize) files."""
         from .clustering import cluster
+        from .live_rows import live_row_count
 
         spec = self.plan.clustering
         assert spec is not None
         approx = max(1, b.size // self.plan.config.max_file_size)
-        from .live_rows import live_row_count
-
         total_rows = live_row_count(b.files)
         # The curve is computed on the Parquet (physical) columns of the logical names the user gave.
         mode = mapping_mode(self.snapshot.configuration)
@@ -236,31 +352,26 @@ class BinRewriter:
             adds.append(self._add_file(b, dest, log_path, tags))
         return tuple(adds)
 
-    # ------------------------------------------------------------------ entry
-    def rewrite(self, b: Bin, group: str) -> BinResult:
-        """Rewrite one bin; if it fails (or is cancelled), the files it wrote are deleted before raising."""
+    def rewrite_with_spark(self, b: Bin, group: str) -> BinResult:
+        """Rewrite one bin with a Spark job; if it fails (or is cancelled), its files are deleted before raising."""
         try:
-            return self._rewrite(b, group)
+            return self._rewrite_with_spark(b, group)
         except BaseException:
             self.discard([b])
             raise
 
-    def _rewrite(self, b: Bin, group: str) -> BinResult:
+    def _rewrite_with_spark(self, b: Bin, group: str) -> BinResult:
+        started = time.perf_counter()
         staging = join(self.journal.folder, uuid.uuid4().hex)
         description = f"{self.snapshot.location}<br/>Optimizing {b.describe()}"
         # Column mapping's id mode: Spark reads Parquet columns by field id, as delta-spark does.
         confs = {"spark.sql.parquet.fieldId.read.enabled": "true"} if self._by_id else {}
         with self.engine.job_group(group, description), self.engine.scoped_defaults(confs):
-            adds: tuple[AddFile, ...] | None = None
-            if self.plan.clustering is not None:
-                adds = self._clustered(b, staging)
-            elif self.plan.config.rewrite_engine == "arrow":
-                adds = self._arrow(b)
-            if adds is None:
-                adds = self._spark(b, staging)
-        removes = tuple(f.remove(self.operation_timestamp, data_change=False) for f in b.files)
-        return BinResult(b, adds, removes)
+            adds = self._clustered(b, staging) if self.plan.clustering is not None else self._spark(b, staging)
+        log.info("bin %s rewritten by Spark in %.2fs", b.describe(), time.perf_counter() - started)
+        return self._result(b, adds)
 
+    # ------------------------------------------------------------------ cleaning up
     def discard(self, bins: Iterable[Bin]) -> None:
         """Delete the files these bins wrote (a failed, cancelled or dropped bin)."""
         with self.lock:

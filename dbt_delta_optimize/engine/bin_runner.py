@@ -1,25 +1,33 @@
-"""Run bins in parallel within a time budget and a failure allowance, handing each result over as it finishes.
+"""Run a batch's bins within a time budget and a failure allowance, handing each result over as it finishes.
 
-At most ``max_threads`` bins are in flight. Once the deadline passes no new bin starts; bins in
-flight get a short grace period, then their Spark jobs are cancelled (and their files deleted by
-the rewriter), so a run ends within its budget plus a small bound. A bin that fails is recorded
-with its cause while the others go on, until more than ``max_failed`` have failed: then the rest
-is cancelled and the first failure is raised (``max_failed=0`` is delta-spark's all-or-nothing).
+Bins that Arrow rewrites are the tasks of one Spark job (``task_runner``); bins that need Spark
+(Z-order, liquid, the Spark engine, an Arrow fallback) are Spark jobs of their own, up to
+``max_threads`` at once. Both report into one queue, so results reach the caller in the order they
+finish. A task checks the deadline before it starts its bin; once the deadline passes no Spark job
+starts either, and after a short grace period whatever still runs is cancelled (its files deleted by
+the rewriter). A bin that fails is recorded with its cause while the others go on, until more than
+``max_failed`` have failed: then the rest is cancelled and that failure raised as a typed error
+(``max_failed=0`` is delta-spark's all-or-nothing).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import DataFileError, DeltaOptimizeError, StorageAccessError
 from ..plan.planner import Bin
-from .bin_rewriter import BinResult
-from .spark_engine import SparkEngine
+from ..tasks.messages import BinTask, Failed, Fallback, NotStarted, Rewritten
+from .bin_rewriter import BinResult, BinRewriter
+from .data_files import diagnose_inputs
+from .spark_engine import SparkEngine, spark_error_summary
+from .task_runner import JobEnded, TaskJob, start_task_job
 
 __all__ = ["BinFailure", "BinRunner"]
 
@@ -40,12 +48,18 @@ class BinFailure:
         return {"partition": dict(self.bin.partition_values), "files": len(self.bin.files), "error": self.error}
 
 
+@dataclass(frozen=True)
+class _SparkDone:
+    bin: Bin
+    future: Future[BinResult]
+
+
 @dataclass
 class BinRunner:
     """Runs the bins of a run, batch after batch, sharing one deadline and one failure count."""
 
     engine: SparkEngine
-    rewrite: Callable[[Bin], BinResult]
+    rewriter: BinRewriter
     group: str
     max_threads: int
     deadline: float | None = None  #: time.monotonic() after which no bin starts
@@ -57,64 +71,198 @@ class BinRunner:
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
-    def _grace_end(self) -> float | None:
-        if self.deadline is None:
-            return None
-        return self.deadline + MAX_GRACE_SECONDS
-
     def run(self, bins: Sequence[Bin]) -> Iterator[BinResult]:
         """Yield each bin's result as it finishes (the caller may commit between results)."""
-        queue = deque(bins)
-        inflight: dict[Future[BinResult], Bin] = {}
-        pool = ThreadPoolExecutor(
-            max_workers=max(1, min(self.max_threads, len(bins))), thread_name_prefix="OptimizeJob"
-        )
+        batch = _Batch(self)
         try:
-            while queue or inflight:
-                while queue and len(inflight) < self.max_threads and not self.out_of_time():
-                    b = queue.popleft()
-                    inflight[pool.submit(self.rewrite, b)] = b
-                if not inflight:
-                    break
-                done = self._wait(inflight)
-                if not done:  # grace period over: cancel what is still running
-                    self._cancel(inflight, as_left=True)
-                    break
-                for fut in done:
-                    result = self._finished(fut, inflight.pop(fut), inflight)
-                    if result is not None:
-                        yield result
-            self.left.extend(queue)
+            yield from batch.run(bins)
         finally:
-            if inflight:  # the caller stopped early (an error): stop the bins still running
-                self._cancel(inflight, as_left=False)
-            pool.shutdown(wait=True)
+            batch.stop()
 
-    def _wait(self, inflight: dict[Future[BinResult], Bin]) -> set[Future[BinResult]]:
-        grace_end = self._grace_end()
-        timeout = None if grace_end is None else max(0.0, grace_end - time.monotonic())
-        done, _ = wait(inflight, timeout=timeout, return_when=FIRST_COMPLETED)
-        return done
+    # ------------------------------------------------------------------ failures
+    def error_of(self, b: Bin, outcome: Failed) -> DeltaOptimizeError:
+        """The typed error of a failed Arrow task, naming the file it concerns."""
+        snap = self.rewriter.snapshot
+        if outcome.kind == "data_file":
+            logged = next((f.path for f in b.files if snap.file_path(f.path) == outcome.path), outcome.path or "")
+            return DataFileError(
+                f"Cannot read data file {logged!r} of '{snap.location}': {outcome.message}. Nothing was committed. "
+                "Restore the file, or remove it from the table (e.g. RESTORE to an earlier version, or DELETE its rows).",
+                path=logged,
+                reason=outcome.message,
+            )
+        if outcome.kind == "storage":
+            return StorageAccessError(outcome.message)
+        return DeltaOptimizeError(
+            f"Rewriting {b.describe()} of '{snap.location}' failed: {outcome.error_type}: {outcome.message}. "
+            "Nothing of this bin was committed."
+        )
 
-    def _finished(self, fut: Future[BinResult], b: Bin, inflight: dict[Future[BinResult], Bin]) -> BinResult | None:
-        exc = fut.exception()
-        if exc is None:
-            if self.on_done is not None:
-                self.on_done(b)
-            return fut.result()
-        if not isinstance(exc, Exception) or len(self.failures) >= self.max_failed:
-            self._cancel(inflight, as_left=False)
-            raise exc
-        log.warning("bin %s failed, the others go on: %s", b.describe(), exc)
-        self.failures.append(BinFailure(b, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+    def spark_error(self, b: Bin, exc: BaseException) -> BaseException:
+        """A Spark-path failure, as a DataFileError naming the file when an input is unreadable."""
+        if isinstance(exc, DeltaOptimizeError) or not isinstance(exc, Exception):
+            return exc
+        diagnosed = diagnose_inputs(self.rewriter.snapshot, b.files)
+        if diagnosed is not None:
+            return diagnosed
+        return DeltaOptimizeError(f"Rewriting {b.describe()} with Spark failed: {spark_error_summary(exc)}")
+
+    def record(self, b: Bin, error: BaseException) -> None:
+        """Count one failed bin; raise ``error`` once more than ``max_failed`` bins failed."""
+        if not isinstance(error, Exception) or len(self.failures) >= self.max_failed:
+            raise error
+        log.warning("bin %s failed, the others go on: %s", b.describe(), error)
+        first = str(error).splitlines()[0] if str(error) else ""
+        self.failures.append(BinFailure(b, f"{type(error).__name__}: {first}"))
+
+
+class _Batch:
+    """One batch in flight: its Arrow job, its Spark-path bins, and the queue both report into."""
+
+    def __init__(self, runner: BinRunner) -> None:
+        self.runner = runner
+        self.events: queue.Queue[Any] = queue.Queue()
+        self.job: TaskJob | None = None
+        self.arrow: dict[int, tuple[Bin, BinTask]] = {}  #: bin_id -> bin and task, until its outcome arrives
+        self.spark: deque[Bin] = deque()
+        self.inflight: dict[Future[BinResult], Bin] = {}
+        self.pool: ThreadPoolExecutor | None = None
+        self.cancelled = False
+
+    # ------------------------------------------------------------------ starting
+    def _start_arrow(self, bins: list[Bin]) -> None:
+        r = self.runner
+        if not bins:
+            return
+        if r.out_of_time():
+            r.left.extend(bins)
+            return
+        deadline = None if r.deadline is None else time.time() + (r.deadline - time.monotonic())
+        tasks = r.rewriter.tasks(bins, deadline)
+        self.arrow = {t.bin_id: (b, t) for b, t in zip(bins, tasks)}
+        description = f"{r.rewriter.snapshot.location}<br/>Optimizing {len(bins)} bin(s) with Arrow"
+        self.job = start_task_job(r.engine, tasks, r.group, description, self.events)
+
+    def _start_spark(self) -> None:
+        r = self.runner
+        while self.spark and len(self.inflight) < r.max_threads and not r.out_of_time():
+            b = self.spark.popleft()
+            if self.pool is None:
+                self.pool = ThreadPoolExecutor(max_workers=r.max_threads, thread_name_prefix="OptimizeJob")
+            fut = self.pool.submit(r.rewriter.rewrite_with_spark, b, r.group)
+            self.inflight[fut] = b
+            fut.add_done_callback(self._reporter(b))
+        if self.spark and r.out_of_time():
+            r.left.extend(self.spark)
+            self.spark.clear()
+
+    def _reporter(self, b: Bin) -> Callable[[Future[BinResult]], None]:
+        return lambda fut: self.events.put(_SparkDone(b, fut))
+
+    # ------------------------------------------------------------------ running
+    def run(self, bins: Sequence[Bin]) -> Iterator[BinResult]:
+        r = self.runner
+        arrow = [b for b in bins if r.rewriter.takes_arrow(b)]
+        self.spark.extend(b for b in bins if not r.rewriter.takes_arrow(b))
+        self._start_arrow(arrow)
+        while True:
+            self._start_spark()
+            if not (self.arrow or self.inflight or self.spark or self.job is not None):
+                return
+            event = self._next_event()
+            if event is None:  # grace period over: cancel what still runs
+                self._cancel(as_left=True)
+                return
+            result = self._handle(event)
+            if result is not None:
+                if r.on_done is not None:
+                    r.on_done(result.bin)
+                yield result
+
+    def _next_event(self) -> Any:
+        r = self.runner
+        timeout = None if r.deadline is None else max(0.0, r.deadline + MAX_GRACE_SECONDS - time.monotonic())
+        try:
+            return self.events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _handle(self, event: Any) -> BinResult | None:
+        if isinstance(event, _SparkDone):
+            return self._spark_done(event)
+        if isinstance(event, JobEnded):
+            self._job_ended(event)
+            return None
+        entry = self.arrow.pop(event.bin_id, None)
+        if entry is None:  # cancelled meanwhile
+            return None
+        b, task = entry
+        if isinstance(event, Rewritten):
+            return self.runner.rewriter.result(b, task, event)
+        if isinstance(event, Fallback):
+            log.warning("rewriting %s with Spark instead of Arrow: %s", b.describe(), event.reason)
+            self.spark.append(b)
+        elif isinstance(event, NotStarted):
+            self.runner.left.append(b)
+        else:
+            self._fail(b, self.runner.error_of(b, event))
         return None
 
-    def _cancel(self, inflight: dict[Future[BinResult], Bin], *, as_left: bool) -> None:
-        for fut in inflight:
+    def _spark_done(self, event: _SparkDone) -> BinResult | None:
+        self.inflight.pop(event.future, None)
+        exc = event.future.exception() if not event.future.cancelled() else None
+        if event.future.cancelled() or (exc is not None and self.cancelled):
+            return None
+        if exc is None:
+            return event.future.result()
+        self._fail(event.bin, self.runner.spark_error(event.bin, exc))
+        return None
+
+    def _job_ended(self, event: JobEnded) -> None:
+        """The Arrow job is over: bins it gave no outcome were cancelled (ours) or lost with the job."""
+        self.job = None
+        pending = [b for b, _ in self.arrow.values()]
+        self.arrow.clear()
+        if not pending:
+            return
+        if self.cancelled or event.error is None:
+            self.runner.left.extend(pending)
+            return
+        error = DeltaOptimizeError(
+            f"The Spark job rewriting {len(pending)} bin(s) failed: {spark_error_summary(event.error)}"
+        )
+        for b in pending:
+            self._fail(b, error)
+
+    def _fail(self, b: Bin, error: BaseException) -> None:
+        self.runner.rewriter.discard([b])
+        try:
+            self.runner.record(b, error)
+        except BaseException:
+            self._cancel(as_left=False)
+            raise
+
+    # ------------------------------------------------------------------ stopping
+    def _cancel(self, *, as_left: bool) -> None:
+        r = self.runner
+        self.cancelled = True
+        if self.job is not None or self.inflight:
+            r.engine.cancel(r.group)
+        for fut in self.inflight:
             fut.cancel()
-        self.engine.cancel(self.group)
-        wait(inflight)
         if as_left:
-            self.left.extend(inflight.values())
-            log.warning("time budget spent: cancelled %d bin(s) in flight", len(inflight))
-        inflight.clear()
+            r.left.extend(b for b, _ in self.arrow.values())
+            r.left.extend(self.inflight.values())
+            r.left.extend(self.spark)
+            log.warning("time budget spent: cancelled %d bin(s) in flight", len(self.arrow) + len(self.inflight))
+        self.arrow.clear()
+        self.spark.clear()
+
+    def stop(self) -> None:
+        """Nothing of this batch runs after this: cancel what is left, join every thread."""
+        if self.job is not None or self.inflight:
+            self._cancel(as_left=False)
+        if self.job is not None:
+            self.job.join()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)

@@ -67,10 +67,14 @@ def _still_safe(snapshot: Snapshot, files_read: Sequence[AddFile]) -> Snapshot |
 
 
 def _check_landed(snapshot: Snapshot, version: int) -> None:
-    """Re-read the commit that just landed; a finding here is a bug, reported with the way back."""
+    """Re-read the commit that just landed; a finding here is a bug, reported with the way back.
+
+    Without a concurrent commit between (the usual case) the snapshot we planned on is the version
+    before it, so the log is not replayed again.
+    """
     from ..inspect.validate import validate_commit
 
-    report = validate_commit(snapshot.location, version, storage=snapshot.storage)
+    report = validate_commit(snapshot.location, version, storage=snapshot.storage, before=snapshot)
     if not report.ok:
         raise ValidationError(
             f"OPTIMIZE commit {version} of {snapshot.location} failed validation after landing: "

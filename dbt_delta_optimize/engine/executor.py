@@ -1,7 +1,8 @@
 """OptimizeExecutor: runs an OptimizePlan on Spark and commits it with our Delta writer.
 
-Spark appears only in the engine, where data is read and written: each bin is one Spark job (up to
-maxThreads at once) that rewrites the bin's files. All adds and removes of a batch are one
+Spark appears only in the engine, where data is read and written: the bins a batch rewrites with
+Arrow are the tasks of one Spark job; bins that need Spark's own writer (clustering) are Spark jobs
+of their own, up to maxThreads at once. All adds and removes of a batch are one
 dataChange=false OPTIMIZE commit. A run journals what it writes before writing it, cleans up what
 dead runs left behind before it starts, and deletes its own uncommitted files when it fails.
 """
@@ -19,7 +20,7 @@ from ..delta.commit import CommitResult
 from ..delta.debris import STAGING_DIR, RunJournal, clean_debris
 from ..delta.protocol import ensure_write_supported
 from ..delta.snapshot import Snapshot
-from ..errors import CommitConflictError, DeltaOptimizeError
+from ..errors import CommitConflictError
 from ..plan.metrics import (
     DeletionVectorStats,
     FileSizeMetrics,
@@ -32,7 +33,6 @@ from ..plan.planner import Bin, OptimizePlan
 from .bin_rewriter import BinResult, BinRewriter
 from .bin_runner import BinRunner
 from .committer import DroppedBin, commit_batch
-from .data_files import diagnose_inputs
 from .layout import check_output_folders, hive_dir
 from .spark_engine import SparkEngine
 
@@ -128,7 +128,7 @@ class OptimizeExecutor:
         budget = self.config.max_duration
         return BinRunner(
             self.engine,
-            lambda b: self._rewrite_bin(rewriter, b, group),
+            rewriter,
             group,
             self.config.max_threads,
             deadline=None if budget is None else self.started + budget,
@@ -164,18 +164,6 @@ class OptimizeExecutor:
         if outcome.result is not None:
             run.committed.append(outcome.result)
             run.results.extend(outcome.committed)
-
-    def _rewrite_bin(self, rewriter: BinRewriter, b: Bin, group: str) -> BinResult:
-        """One bin; a failure caused by an unreadable input becomes a DataFileError naming the file."""
-        try:
-            return rewriter.rewrite(b, group)
-        except DeltaOptimizeError:
-            raise
-        except Exception as exc:
-            diagnosed = diagnose_inputs(self.snapshot, b.files)
-            if diagnosed is not None:
-                raise diagnosed from exc
-            raise
 
     # ------------------------------------------------------------------ metrics
     def _metrics(self, run: _Run, runner: BinRunner, start_ms: int, tasks: int) -> OptimizeMetrics:

@@ -10,7 +10,7 @@ collected on the driver, no py4j or RDD call: DataFrame operations only, as on S
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import AddFile
@@ -21,20 +21,12 @@ if TYPE_CHECKING:
 
     from .spark_engine import SparkEngine
 
-__all__ = ["input_spec", "live_row_count", "read_live"]
+__all__ = ["live_row_count", "read_live"]
 
 _FILE, _ROW = "_ddo_file", "_ddo_row"
 #: Up to this many deleted positions per bin are broadcast to the scan (a few tens of MB at most);
 #: beyond it Spark joins by shuffling, which any number of rows survives.
 BROADCAST_MAX_ROWS = 2_000_000
-
-
-def input_spec(snapshot: Snapshot, f: AddFile) -> str | dict[str, Any]:
-    """What a task needs to read one input: its location, and its DV as logged when it has one."""
-    path = snapshot.file_path(f.path)
-    if f.deletion_vector is None:
-        return path
-    return {"path": path, "deletionVector": f.deletion_vector.to_json()}
 
 
 def live_row_count(files: Sequence[AddFile]) -> int | None:
@@ -48,36 +40,19 @@ def live_row_count(files: Sequence[AddFile]) -> int | None:
     return total
 
 
-def _decoder(spec: Mapping[str, Any]) -> Any:
-    """mapInArrow body: each input row names one file (by index); yield (file name, deleted position) rows."""
-
-    def decode(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        from ..delta.deletion_vectors import load_deleted_rows
-        from ..delta.storage import LocalStorage, storage_for
-
-        store = spec.get("store")
-        storage = storage_for(store["base"], store["options"]) if store else LocalStorage()
-        for batch in batches:
-            for i in batch.column(0).to_pylist():
-                name, dv = spec["files"][i]
-                rows = load_deleted_rows(dv, root=spec["root"], storage=storage).rows
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array([name] * len(rows), pa.string()), pa.array(rows, pa.int64())], names=[_FILE, _ROW]
-                )
-
-    return decode
-
-
 def _deleted_positions(
     engine: SparkEngine, snapshot: Snapshot, files: Sequence[AddFile], names: list[str]
 ) -> DataFrame:
     """(file name, deleted position) of every DV of ``files``, decoded by tasks through the storage."""
-    dvs = [(n, f.deletion_vector.to_json()) for n, f in zip(names, files) if f.deletion_vector is not None]
-    spec: dict[str, Any] = {"files": dvs, "root": snapshot.location}
+    import functools
+
+    from ..tasks.frames import DecodeSpec, decode_deletion_vectors
+    from ..tasks.messages import StoreRef
+
+    dvs = tuple((n, f.deletion_vector.to_json()) for n, f in zip(names, files) if f.deletion_vector is not None)
+    spec = DecodeSpec(StoreRef(snapshot.location, {}), dvs)  # the Spark reader serves local tables only
     ids = engine.spark.range(0, len(dvs), 1, max(1, min(len(dvs), engine.default_parallelism)))
-    return ids.mapInArrow(_decoder(spec), f"{_FILE} string, {_ROW} long")
+    return ids.mapInArrow(functools.partial(decode_deletion_vectors, spec), f"{_FILE} string, {_ROW} long")
 
 
 def _read_with_positions(

@@ -8,23 +8,19 @@ on a classic session, ``addArtifacts(pyfile=True)`` on Spark Connect. The zip is
 running package's own files, so executors run exactly the driver's code (never an older copy
 installed there), and it is named by the hash of its content, so repeated calls add nothing new.
 
-A task is run either through the RDD API (classic sessions; the fast path) or as a one-row
-DataFrame through ``mapInArrow`` (any session, Spark Connect included). Either way the result
-carries where it ran (interpreter, host, where the package was imported from).
+Tasks themselves are run by ``task_runner`` (one job per batch of bins).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 __all__ = [
     "SHIPPED_KEY",
@@ -32,10 +28,7 @@ __all__ = [
     "is_connect",
     "needs_package",
     "package_zip",
-    "run_task_frame",
-    "run_task_rdd",
     "ship_package",
-    "traced_call",
 ]
 
 #: ``auto`` (default): ship unless the tasks run in this interpreter (a local master); ``true``; ``false``.
@@ -147,47 +140,3 @@ def ship_package(spark: Any) -> str:
     if name not in (getattr(sc, "_python_includes", None) or []):
         sc.addPyFile(path)
     return path
-
-
-# ---------------------------------------------------------------------------- running one task
-def traced_call(fn: Callable[[Any], Any], spec: Any) -> dict[str, Any]:
-    """``fn(spec)`` plus where it ran: interpreter, host, process and the file its module came from."""
-    import socket
-
-    result = fn(spec)
-    module = sys.modules.get(fn.__module__)
-    return {
-        "result": result,
-        "python": sys.executable,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "package": getattr(module, "__file__", None),
-    }
-
-
-def run_task_rdd(spark: SparkSession, fn: Callable[[Any], Any], spec: Any) -> dict[str, Any]:
-    """One task through the RDD API (classic sessions only)."""
-    out: dict[str, Any] = spark.sparkContext.parallelize([spec], 1).map(lambda s: traced_call(fn, s)).collect()[0]
-    return out
-
-
-def _frame_body(fn: Callable[[Any], Any], spec: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    def body(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        rows = sum(b.num_rows for b in batches)
-        if rows:  # the one partition with the one row runs the task
-            out = traced_call(fn, spec)
-            yield pa.RecordBatch.from_pydict({"out": [json.dumps(out, default=str)]})
-
-    return body
-
-
-def run_task_frame(spark: SparkSession, fn: Callable[[Any], Any], spec: Any) -> dict[str, Any]:
-    """One task as a one-row DataFrame through ``mapInArrow`` (classic and Spark Connect sessions).
-
-    ``fn``'s result must be JSON data (the bin tasks return plain dicts).
-    """
-    rows = spark.range(0, 1, 1, 1).mapInArrow(_frame_body(fn, spec), "out string").collect()
-    out: dict[str, Any] = json.loads(rows[0]["out"])
-    return out

@@ -6,9 +6,8 @@ does for OPTIMIZE, the rewrite writes every row's stable values into the hidden 
 configuration names: the value already materialized in the input when not null, else the input
 file's ``baseRowId`` + the row's physical position in that file, and its ``defaultRowCommitVersion``.
 
-Three ways, one rule: Arrow batches in a task (``fill_row_tracking``, given the physical row
-positions, so a caller that drops deleted rows passes the positions of the rows it keeps), and a
-Spark DataFrame read with ``_metadata.row_index`` (``read_with_row_tracking``).
+Two ways, one rule: Arrow batches in a task (``tasks.row_ids``), and, here, a Spark DataFrame read
+with ``_metadata.row_index`` (``read_with_row_tracking``).
 """
 
 from __future__ import annotations
@@ -23,12 +22,14 @@ if TYPE_CHECKING:
     from ..delta.row_tracking import RowTracking
     from .spark_engine import SparkEngine
 
-__all__ = ["fill_row_tracking", "positions_from", "read_with_row_tracking", "row_tracking_fields", "row_tracking_spec"]
+__all__ = ["read_with_row_tracking", "row_tracking_fields", "row_tracking_spec"]
 
 
 def row_tracking_fields(rt: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The two hidden columns as Delta schema fields (longs), appended to the data fields of a rewrite."""
-    return [{"name": rt[k], "type": "long", "nullable": True, "metadata": {}} for k in ("row_id", "commit_version")]
+    from ..tasks.arrow_schema import hidden_fields
+
+    return hidden_fields(rt["row_id"], rt["commit_version"])
 
 
 def row_tracking_spec(rt: RowTracking, files: Sequence[AddFile], table: str) -> dict[str, Any] | None:
@@ -49,38 +50,6 @@ def row_tracking_spec(rt: RowTracking, files: Sequence[AddFile], table: str) -> 
         "commit_version": commit_version,
         "files": [[f.base_row_id, f.default_row_commit_version] for f in files],
     }
-
-
-def fill_row_tracking(
-    table: Any, positions: Any, base_row_id: int, default_commit_version: int, rt: Mapping[str, Any]
-) -> Any:
-    """``table`` (already holding the hidden columns, null where not materialized) with every null filled.
-
-    ``positions``: each row's physical position in its input file (an int64 array, one per row).
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    def generated(name: str) -> Any:
-        if name == rt["row_id"]:
-            return pc.add(positions, pa.scalar(base_row_id, pa.int64()))
-        return pa.repeat(pa.scalar(default_commit_version, pa.int64()), table.num_rows)
-
-    for name in (rt["row_id"], rt["commit_version"]):
-        i = table.schema.get_field_index(name)
-        column = table.column(i)
-        if column.null_count:  # all materialized already (a file we rewrote before): nothing to fill
-            table = table.set_column(i, table.schema.field(i), pc.coalesce(column, generated(name)))
-    return table
-
-
-def positions_from(start: int, count: int) -> Any:
-    """Physical positions start..start+count-1 as an int64 array (vectorised, no Python loop)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    ones = pa.repeat(pa.scalar(1, pa.int64()), count)
-    return pc.add(pc.cumulative_sum(ones), pa.scalar(start - 1, pa.int64()))
 
 
 def read_with_row_tracking(

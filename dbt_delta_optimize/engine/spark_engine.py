@@ -8,9 +8,9 @@ each have their own engine: the second sees the first's value as set and leaves 
 overlap can only cost speed (a default unset early), never change results.
 
 Classic sessions and Spark Connect sessions (``sc://``) are both served: jobs are grouped by a job
-group (classic) or an operation tag (Connect), one task runs through the RDD API (classic, the fast
-path) or a one-row ``mapInArrow`` frame (Connect), and py4j is only used where it is there. Before
-the first Python task the package is shipped to the executors (``python_tasks``).
+group (classic) or an operation tag (Connect), and py4j is only used where it is there. Before the
+first Python task the package is shipped to the executors (``python_tasks``); ``task_runner`` runs
+a batch of bin tasks as one job.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .python_tasks import SHIP_KEY, is_connect, needs_package, run_task_frame, run_task_rdd, ship_package
+from .python_tasks import SHIP_KEY, is_connect, needs_package, ship_package
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HUGE_METHOD_KEY", "LISTING_THRESHOLD_KEY", "SparkEngine"]
+__all__ = ["HUGE_METHOD_KEY", "LISTING_THRESHOLD_KEY", "SparkEngine", "spark_error_summary"]
 
 #: The JVM does not JIT-compile methods over 8000 bytes of bytecode; Spark's default limit for a
 #: whole-stage-codegen method is 65535, so a large generated stage runs in the bytecode interpreter.
@@ -180,24 +180,6 @@ class SparkEngine:
                 log.info("shipped %s to the executors", path)
             self._package_ready = True
 
-    def run_task(self, fn: Callable[[Any], Any], spec: Any) -> Any:
-        """Run ``fn(spec)`` as one Spark task on an executor and return its result.
-
-        ``fn`` must be importable (a module-level function of this package); its result plain data.
-        """
-        self.prepare_python_tasks()
-        run = run_task_frame if self.connect else run_task_rdd
-        out = run(self.spark, fn, spec)
-        log.info(
-            "task %s ran in %s on %s (pid %s), package from %s",
-            fn.__name__,
-            out["python"],
-            out["host"],
-            out["pid"],
-            out["package"],
-        )
-        return out["result"]
-
     def read_parquet(self, paths: list[str], fields: list[dict[str, Any]]) -> DataFrame:
         """The files as one DataFrame with the table's data schema (missing columns read as null)."""
         from pyspark.sql.types import StructType
@@ -208,3 +190,17 @@ class SparkEngine:
         with self.scoped_defaults({LISTING_THRESHOLD_KEY: str(max(32, len(paths) + 1))} if local else {}):
             df = self.spark.read.schema(schema).parquet(*paths)
         return df.select(*[f"`{f['name']}`" for f in fields])
+
+
+def spark_error_summary(exc: BaseException) -> str:
+    """One line for a failed Spark job: the JVM exception's own message rather than py4j's call site."""
+    java = getattr(exc, "java_exception", None)
+    text = ""
+    if java is not None:
+        try:
+            text = f"{java.getClass().getSimpleName()}: {java.getMessage() or ''}"
+        except Exception:  # the JVM is gone: fall back to the Python text
+            text = ""
+    text = (text or str(exc) or type(exc).__name__).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return first if len(first) <= 300 else first[:297] + "..."

@@ -24,7 +24,7 @@ Known differences, both numeric no-ops (readers parse the same values):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -67,6 +67,7 @@ __all__ = [
     "parse_stats_columns",
     "stats_columns",
     "stats_from_file",
+    "stats_from_metadata",
     "stats_from_parquet",
     "truncate_max_string",
     "truncate_min_string",
@@ -141,7 +142,7 @@ def _render(
 
 def _stats(
     metadata: pq.FileMetaData,
-    path: str | BinaryIO | None,
+    path: str | BinaryIO | Callable[[], BinaryIO] | None,
     schema: Mapping[str, Any],
     partition_columns: Sequence[str],
     configuration: Mapping[str, str],
@@ -186,6 +187,21 @@ def stats_from_parquet(
     return _stats(
         metadata, None, schema, partition_columns, configuration, protocol, session_time_zone, string_prefix_length
     )
+
+
+def stats_from_metadata(
+    metadata: pq.FileMetaData,
+    source: str | BinaryIO | Callable[[], BinaryIO],
+    schema: Mapping[str, Any],
+    partition_columns: Sequence[str],
+    configuration: Mapping[str, str],
+    *,
+    protocol: Protocol | None = None,
+    session_time_zone: str = "UTC",
+) -> str:
+    """``stats_from_file`` for a file whose footer is at hand (the writer's own): ``source`` (a path, a
+    binary file, or a function opening one) is read only for the columns the footer cannot answer for."""
+    return _stats(metadata, source, schema, partition_columns, configuration, protocol, session_time_zone, None)
 
 
 def stats_from_file(

@@ -414,7 +414,7 @@ def _fill_from_data(path: Any, metadata: pq.FileMetaData, leaves: list[_LeafStat
     ]
     if not todo or metadata.num_rows == 0:
         return
-    pf = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+    pf = pq.ParquetFile(path() if callable(path) else path, coerce_int96_timestamp_unit="us")
     tops = sorted({leaf.target[0] for leaf in todo if leaf.target})
     table = pf.read(columns=tops)
     for leaf in todo:

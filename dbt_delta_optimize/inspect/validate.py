@@ -42,7 +42,8 @@ from ..delta.actions import ADD, COMMIT_INFO, METADATA, PROTOCOL, REMOVE, AddFil
 from ..delta.storage import Storage, storage_for, table_uri
 from ..errors import InvalidArgumentError
 from .findings import Finding, ValidationReport
-from .validate_actions import check_actions, norm_path
+from .live_files import LiveFiles, norm_path
+from .validate_actions import check_actions
 from .validate_commit_info import DELTA_RS, DELTA_SPARK, OTHER, OURS, check_commit_info, commit_engine
 from .validate_row_tracking import ROW_TRACKING_CODES, check_row_tracking
 
@@ -207,41 +208,53 @@ def _check_is_rearranging(
         )
 
 
-def _removed_sizes(removes: Sequence[RemoveFile], before: Snapshot | None, root: str) -> list[int | None]:
-    live = {norm_path(f.path, root): f for f in (before.files if before is not None else ())}
+def _removed_sizes(removes: Sequence[RemoveFile], files: LiveFiles, root: str) -> list[int | None]:
+    live = files.lookup(norm_path(r.path, root) for r in removes if r.size is None)
     return [
-        r.size if r.size is not None else (live[p].size if (p := norm_path(r.path, root)) in live else None)
+        r.size if r.size is not None else (f.size if (f := live.get(norm_path(r.path, root))) is not None else None)
         for r in removes
     ]
 
 
 def validate_commit(
-    table: str, version: int | None = None, *, check_footers: bool = True, storage: Storage | None = None
+    table: str,
+    version: int | None = None,
+    *,
+    check_footers: bool = True,
+    storage: Storage | None = None,
+    before: Snapshot | None = None,
 ) -> ValidationReport:
     """Validate a landed data-rearranging commit against version - 1 (default: the latest OPTIMIZE/REORG).
 
-    Raises InvalidArgumentError when the version is not a data-rearranging commit, and
-    TableNotFoundError / NotADeltaTableError for a missing table or version.
+    ``before``: the table at version - 1 when the caller has it (the writer of the commit), so the log
+    is not replayed again. Raises InvalidArgumentError when the version is not a data-rearranging
+    commit, and TableNotFoundError / NotADeltaTableError for a missing table or version.
     """
     from ..delta.snapshot import latest_version, load_snapshot, read_commit
 
     root = table_uri(table)
     storage = storage if storage is not None else storage_for(root)
-    latest = latest_version(root, storage=storage)
-    if version is None:
-        version = latest_rearranging_version(root, storage=storage)
-    if version < 0 or version > latest:
-        raise InvalidArgumentError(f"Version {version} of '{table}' does not exist (latest is {latest}).")
+    if version is None or before is None or before.version != version - 1:
+        before = None
+        latest = latest_version(root, storage=storage)
+        if version is None:
+            version = latest_rearranging_version(root, storage=storage)
+        if version < 0 or version > latest:
+            raise InvalidArgumentError(f"Version {version} of '{table}' does not exist (latest is {latest}).")
     raw = read_commit(root, version, storage=storage)
     findings: list[Finding] = []
     info = next((a[COMMIT_INFO] for a in raw if COMMIT_INFO in a), None)
     adds, removes = _parse_actions(raw, findings)
     _check_is_rearranging(table, version, info, adds, removes, findings)
-    before = load_snapshot(root, version - 1, storage=storage) if version > 0 else None
-    added, removed = check_actions(root, before, adds, removes, findings, storage=storage, check_footers=check_footers)
+    if before is None and version > 0:
+        before = load_snapshot(root, version - 1, storage=storage)
+    live = LiveFiles(before)
+    added, removed = check_actions(
+        root, before, adds, removes, findings, storage=storage, check_footers=check_footers, live=live
+    )
     if info is not None:
-        findings.extend(check_commit_info(info, version, adds, removes, _removed_sizes(removes, before, root)))
-    findings.extend(check_row_tracking(raw, version, before, adds, removes, storage=storage))
+        findings.extend(check_commit_info(info, version, adds, removes, _removed_sizes(removes, live, root)))
+    findings.extend(check_row_tracking(raw, version, before, adds, removes, storage=storage, live=live))
     return ValidationReport(
         table=root,
         version=version,

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from ..delta.actions import AddFile, RemoveFile
 from ..delta.paths import data_file_location
-from ..delta.storage import Storage, local_path
+from ..delta.storage import Storage
 from .findings import Finding
+from .live_files import LiveFiles, norm_path
 from .validate_stats import check_stats, norm_partition_value, stats_types
 
 if TYPE_CHECKING:
@@ -24,17 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["check_actions", "norm_path"]
 
 PartitionKey = tuple[Any, ...]
-
-
-def norm_path(path: str, root: str) -> str:
-    """Comparable form of a log path: URI-decoded, scheme stripped, relative to the table root."""
-    p = unquote(path)
-    if p.startswith("file:"):
-        p = local_path(path)
-    root = root.rstrip("/")
-    if p.startswith(root + "/"):
-        p = p[len(root) + 1 :]
-    return p
 
 
 def _dv_id(dv: Any) -> str | None:
@@ -79,6 +68,7 @@ class _ActionCheck:
     storage: Storage
     findings: list[Finding]
     check_footers: bool
+    live: LiveFiles
     removed_keys: set[PartitionKey] = field(default_factory=set)
     removed_paths: dict[str, RemoveFile] = field(default_factory=dict)
 
@@ -90,8 +80,7 @@ class _ActionCheck:
             {p: b.partition_types[c] for p, c in zip(self.columns, b.partition_columns)} if b is not None else {}
         )
         self.types = stats_types(b)
-        self.live = {norm_path(f.path, self.root): f for f in (b.files if b is not None else ())}
-        self.version = b.version if b is not None else -1
+        self.version = self.live.version
 
     def found(self, code: str, message: str, path: str | None = None) -> None:
         self.findings.append(Finding(code, message, path))
@@ -139,13 +128,14 @@ class _ActionCheck:
 
     def removes(self, removes: Sequence[RemoveFile]) -> _RowCount:
         rows = _RowCount()
+        live = self.live.lookup(norm_path(r.path, self.root) for r in removes)
         for r in removes:
             p = norm_path(r.path, self.root)
             if p in self.removed_paths:
                 self.found("remove_duplicate", "the same path is removed twice", r.path)
                 continue
             self.removed_paths[p] = r
-            f = self.live.get(p)
+            f = live.get(p)
             if f is None:
                 self.found("remove_not_live", f"removed file is not live at version {self.version}", r.path)
                 continue
@@ -182,6 +172,7 @@ class _ActionCheck:
 
     def adds(self, adds: Sequence[AddFile]) -> _RowCount:
         rows, seen = _RowCount(), set()
+        self.live.lookup(norm_path(a.path, self.root) for a in adds)
         for a in adds:
             p = norm_path(a.path, self.root)
             if p in seen:
@@ -223,9 +214,13 @@ def check_actions(
     *,
     storage: Storage,
     check_footers: bool = True,
+    live: LiveFiles | None = None,
 ) -> tuple[int | None, int | None]:
-    """Every check that needs only the V-1 snapshot, the actions and the files; returns (rows added, removed)."""
-    check = _ActionCheck(root, before, storage, findings, check_footers)
+    """Every check that needs only the V-1 snapshot, the actions and the files; returns (rows added, removed).
+
+    ``live``: the V-1 snapshot's live files, when the caller shares them with other checks.
+    """
+    check = _ActionCheck(root, before, storage, findings, check_footers, live or LiveFiles(before))
     check.data_change(adds, removes)
     removed = check.removes(removes)
     added = check.adds(adds)

@@ -23,7 +23,7 @@ from ..delta.row_tracking import RowTracking, high_water_mark, winning_high_wate
 from ..delta.storage import Storage
 from ..errors import DeltaOptimizeError
 from .findings import Finding
-from .validate_actions import norm_path
+from .live_files import LiveFiles, norm_path
 
 if TYPE_CHECKING:
     from ..delta.snapshot import Snapshot
@@ -77,9 +77,9 @@ def _row_ids(
     return out
 
 
-def _removes(before: Snapshot, removes: Sequence[RemoveFile]) -> list[Finding]:
+def _removes(before: Snapshot, removes: Sequence[RemoveFile], files: LiveFiles) -> list[Finding]:
     root = before.location
-    live = {norm_path(f.path, root): f for f in before.files}
+    live = files.lookup(norm_path(r.path, root) for r in removes)
     out = []
     for r in removes:
         f = live.get(norm_path(r.path, root))
@@ -123,8 +123,9 @@ def check_row_tracking(
     removes: Sequence[RemoveFile],
     *,
     storage: Storage,
+    live: LiveFiles | None = None,
 ) -> list[Finding]:
-    """Findings for a landed commit at ``version`` (``before``: the table at version - 1)."""
+    """Findings for a landed commit at ``version`` (``before``: the table at version - 1; ``live``: its files)."""
     if before is None:
         return []
     findings: list[Finding] = []
@@ -134,7 +135,7 @@ def check_row_tracking(
         rt = None
     if rt is not None and rt.assigns:
         findings += _row_ids(raw, version, before, adds)
-        findings += _removes(before, removes)
+        findings += _removes(before, removes, live or LiveFiles(before))
     if ict_enabled(before.metadata):
         findings += _timestamps(raw, version, storage, before.location)
     return findings

@@ -1,0 +1,228 @@
+"""``make bench``: every benchmark in one run, its ratios against the reference engines, and the change since the
+last recorded figures.
+
+Each benchmark is a script of this folder that measures our engine and the reference engines in the same
+run (medians, alternating order) and writes its figures as JSON; this runner collects the ratios, checks them
+against the issue targets, and compares them with ``bench/baseline.json``: a ratio more than 10% worse than
+recorded is printed as REGRESSED. ``--record`` makes this run the new baseline; ``--docs FILE`` rewrites the
+table between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` in FILE from this run's output.
+
+    .venv/bin/python bench/suite.py                    # everything (about 20 minutes on 2 cores)
+    .venv/bin/python bench/suite.py --only local,s3    # some of it
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BASELINE = os.path.join(HERE, "baseline.json")
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+REGRESSION = 1.10
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One ratio (lower is better) taken from a benchmark's JSON, with the target an issue set for it."""
+
+    key: str
+    bench: str
+    label: str
+    value: Callable[[Any], float]
+    target: float | None
+
+
+def _case(results: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(r for r in results if r["case"] == name)
+
+
+METRICS = [
+    Metric(
+        "local_small_vs_delta_rs",
+        "local",
+        "2,000 files / 114 MB, ours / delta-rs compact",
+        lambda r: _case(r, "small")["ours_vs_delta_rs"],
+        0.7,
+    ),
+    Metric(
+        "local_small_vs_delta_spark",
+        "local",
+        "2,000 files / 114 MB, ours / delta-spark OPTIMIZE",
+        lambda r: _case(r, "small")["ours_vs_delta_spark"],
+        0.15,
+    ),
+    Metric(
+        "local_large_vs_delta_rs",
+        "local",
+        "2,000 files / 1 GB, ours / delta-rs compact",
+        lambda r: _case(r, "large")["ours_vs_delta_rs"],
+        0.7,
+    ),
+    Metric(
+        "local_large_vs_2proc",
+        "local",
+        "2,000 files / 1 GB, ours / 2-process pyarrow floor",
+        lambda r: _case(r, "large")["ours_vs_2proc"],
+        1.2,
+    ),
+    Metric(
+        "s3_warm_vs_delta_rs",
+        "s3",
+        "S3 (moto) 8 x 20 files, warm, ours / delta-rs",
+        lambda r: r["warm_vs_delta_rs"],
+        1.0,
+    ),
+    Metric(
+        "s3_cli_vs_delta_rs",
+        "s3",
+        "S3 (moto), CLI with JVM start, ours / delta-rs",
+        lambda r: r["cli_cold_vs_delta_rs"],
+        None,
+    ),
+    Metric(
+        "connect_vs_local", "cluster", "Spark Connect / local session", lambda r: r["Spark Connect"]["vs_local"], 1.2
+    ),
+    Metric(
+        "standalone_vs_local",
+        "cluster",
+        "standalone cluster / local session",
+        lambda r: r["standalone (spark-submit)"]["vs_local"],
+        None,
+    ),
+    Metric(
+        "dbt_hook_overhead",
+        "dbt_hook",
+        "dbt run with a compacting post-hook / without",
+        lambda r: 1 + r["compaction runs"]["overhead_pct"] / 100,
+        1.05,
+    ),
+    Metric(
+        "copy_vs_delta_rs",
+        "row_group_copy",
+        "large row groups, ours (copy) / delta-rs",
+        lambda r: r["copy_vs_delta_rs"],
+        0.3,
+    ),
+    Metric(
+        "copy_vs_reencode",
+        "row_group_copy",
+        "large row groups, ours (copy) / ours (re-encode)",
+        lambda r: r["copy_vs_reencode"],
+        0.3,
+    ),
+]
+
+BENCHES: dict[str, list[str]] = {
+    "local": ["run.py", "--cases", "small,large", "--repeats", "3"],
+    "s3": ["s3_compact.py", "--repeats", "3"],
+    "cluster": ["cluster_compact.py", "--repeats", "3"],
+    "dbt_hook": ["dbt_hook.py", "--repeats", "3"],
+    "row_group_copy": ["row_group_copy.py", "--repeats", "3"],
+}
+
+
+def run_bench(name: str, work: str) -> Any:
+    script, *args = BENCHES[name]
+    if not os.path.exists(os.path.join(HERE, script)):
+        print(f"[{name}] {script} is not here: skipped", flush=True)
+        return None
+    out = os.path.join(work, f"{name}.json")
+    print(f"\n[{name}] {script} {' '.join(args)}", flush=True)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *args, "--json", out], cwd=ROOT)
+    if proc.returncode != 0 or not os.path.exists(out):
+        print(f"[{name}] failed with exit code {proc.returncode}", flush=True)
+        return None
+    with open(out) as fh:
+        return json.load(fh)
+
+
+def collect(results: dict[str, Any]) -> dict[str, float]:
+    values = {}
+    for m in METRICS:
+        if results.get(m.bench) is None:
+            continue
+        try:
+            values[m.key] = float(m.value(results[m.bench]))
+        except (KeyError, StopIteration, TypeError) as exc:
+            print(f"{m.key}: not in {m.bench}'s results ({exc})")
+    return values
+
+
+def table(values: dict[str, float], recorded: dict[str, float]) -> list[str]:
+    lines = ["| measure | ratio | target | recorded | change |", "|---|---|---|---|---|"]
+    for m in METRICS:
+        if m.key not in values:
+            continue
+        v = values[m.key]
+        target = "" if m.target is None else f"≤ {m.target:.2f} {'met' if v <= m.target else 'NOT MET'}"
+        old = recorded.get(m.key)
+        change = ""
+        if old:
+            change = f"{100 * (v / old - 1):+.0f}%" + (" REGRESSED" if v > old * REGRESSION else "")
+        lines.append(f"| {m.label} | {v:.2f} | {target} | {'' if old is None else f'{old:.2f}'} | {change} |")
+    return lines
+
+
+def write_docs(path: str, lines: list[str], when: str) -> None:
+    with open(path) as fh:
+        text = fh.read()
+    if START not in text or END not in text:
+        raise SystemExit(f"{path} has no {START} ... {END} block")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    body = "\n".join([f"Measured by `make bench` on {when} (2 cores, medians of 3, alternating order).", "", *lines])
+    with open(path, "w") as fh:
+        fh.write(f"{head}{START}\n{body}\n{END}{tail}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(BENCHES), help=f"comma list of: {', '.join(BENCHES)}")
+    ap.add_argument("--record", action="store_true", help="make this run's figures the recorded baseline")
+    ap.add_argument("--docs", default=None, help="rewrite the bench block of this markdown file")
+    args = ap.parse_args()
+    recorded: dict[str, float] = {}
+    if os.path.exists(BASELINE):
+        with open(BASELINE) as fh:
+            recorded = json.load(fh).get("metrics", {})
+    with tempfile.TemporaryDirectory(prefix="ddo-suite-") as work:
+        results = {name: run_bench(name, work) for name in args.only.split(",") if name}
+    values = collect(results)
+    lines = table(values, recorded)
+    print("\n" + "\n".join(lines))
+    regressed = [
+        m.key
+        for m in METRICS
+        if m.key in values and recorded.get(m.key) and values[m.key] > recorded[m.key] * REGRESSION
+    ]
+    if regressed:
+        print(f"\nREGRESSED against bench/baseline.json: {', '.join(regressed)}")
+    when = datetime.date.today().isoformat()
+    if args.docs:
+        write_docs(args.docs, lines, when)
+    if args.record:
+        merged = {**recorded, **values}
+        with open(BASELINE, "w") as fh:
+            json.dump(
+                {"recorded": when, "machine": f"{platform.machine()}, {os.cpu_count()} cores", "metrics": merged},
+                fh,
+                indent=2,
+            )
+            fh.write("\n")
+        print(f"recorded in {BASELINE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

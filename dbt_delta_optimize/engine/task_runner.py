@@ -1,0 +1,155 @@
+"""One Spark job for a batch of bin tasks, with each outcome handed over as its task ends.
+
+The bins of a batch become the tasks of one job (one partition, one message each), so Spark
+spreads them over the executors and pays its job overhead once, not once per bin. Outcomes come
+back while the job still runs, so the driver can commit finished bins (``commit_every``), report
+progress and cancel the rest (time budget, too many failures):
+
+* classic sessions: an RDD of messages; each task also adds its outcome to an accumulator, which
+  Spark merges on the driver as each task ends (the job's result is the authoritative copy);
+* Spark Connect: a ``mapInArrow`` over a range with one row per message, read back with
+  ``toLocalIterator``, which streams partitions in order as they are computed.
+
+The task function is the stdlib-only ``tasks.bootstrap``, pickled by value: a worker that cannot
+import this package answers with a typed fallback instead of failing the job.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..tasks import bootstrap
+from ..tasks.messages import BinTask, decode_outcome, encode
+
+if TYPE_CHECKING:
+    from .spark_engine import SparkEngine
+
+__all__ = ["JobEnded", "TaskJob", "start_task_job"]
+
+log = logging.getLogger(__name__)
+
+_POLL_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class JobEnded:
+    """The job is over; ``error`` is set when Spark failed or cancelled it (bins without an outcome got none)."""
+
+    error: BaseException | None
+
+
+def _pickle_bootstrap_by_value() -> None:
+    from pyspark import cloudpickle
+
+    register: Any = cloudpickle.register_pickle_by_value
+    register(bootstrap)
+
+
+class TaskJob:
+    """A running job: its outcomes and its end arrive on ``events`` (a queue shared with the caller)."""
+
+    def __init__(self, engine: SparkEngine, tasks: Sequence[BinTask], group: str, description: str, events: Any):
+        self.engine = engine
+        self.texts = [encode(t) for t in tasks]
+        self.group = group
+        self.description = description
+        self.events: queue.Queue[Any] = events
+        self._seen: set[int] = set()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._done = threading.Event()
+
+    # ------------------------------------------------------------------ outcomes
+    def _deliver(self, text: str) -> None:
+        outcome = decode_outcome(text)
+        with self._lock:
+            if outcome.bin_id in self._seen:  # the accumulator and the job's result both carry it
+                return
+            self._seen.add(outcome.bin_id)
+        self.events.put(outcome)
+
+    def _finish(self, error: BaseException | None) -> None:
+        """Every outcome first (the poller drains the accumulator once more), then the end."""
+        self._done.set()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join()
+        self.events.put(JobEnded(error))
+
+    def _spawn(self, target: Any) -> None:
+        thread = threading.Thread(target=target, name=f"OptimizeJob-{self.group}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    # ------------------------------------------------------------------ classic
+    def _run_classic(self) -> None:
+        from pyspark.accumulators import AddingAccumulatorParam
+
+        sc = self.engine.spark.sparkContext
+        sink: Any = sc.accumulator([], AddingAccumulatorParam([]))
+        self._spawn(lambda: self._poll(sink))
+        error: BaseException | None = None
+        try:
+            with self.engine.job_group(self.group, self.description):
+                rdd = sc.parallelize(self.texts, len(self.texts))
+                results = rdd.mapPartitions(functools.partial(bootstrap.run_messages, sink)).collect()
+            for text in results:
+                self._deliver(text)
+        except BaseException as exc:  # cancelled, or Spark lost the job: bins without an outcome are the caller's
+            error = exc
+        finally:
+            self._finish(error)
+
+    def _poll(self, sink: Any) -> None:
+        delivered = 0
+        while True:
+            done = self._done.is_set()
+            values = sink.value
+            for text in values[delivered:]:
+                self._deliver(text)
+            delivered = len(values)
+            if done:
+                return
+            time.sleep(_POLL_SECONDS)
+
+    # ------------------------------------------------------------------ Connect
+    def _run_connect(self) -> None:
+        spark = self.engine.spark
+        error: BaseException | None = None
+        try:
+            with self.engine.job_group(self.group, self.description):
+                n = len(self.texts)
+                body = functools.partial(bootstrap.run_arrow_batches, self.texts)
+                frame = spark.range(0, n, 1, n).mapInArrow(body, "outcome string")
+                for row in frame.toLocalIterator():
+                    self._deliver(row["outcome"])
+        except BaseException as exc:
+            error = exc
+        finally:
+            self._finish(error)
+
+    # ------------------------------------------------------------------ control
+    def start(self) -> TaskJob:
+        _pickle_bootstrap_by_value()
+        self._spawn(self._run_connect if self.engine.connect else self._run_classic)
+        return self
+
+    def cancel(self) -> None:
+        self.engine.cancel(self.group)
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+
+
+def start_task_job(engine: SparkEngine, tasks: Sequence[BinTask], group: str, description: str, events: Any) -> TaskJob:
+    """Start one job running ``tasks``; every outcome, then one ``JobEnded``, is put on ``events``."""
+    engine.prepare_python_tasks()
+    return TaskJob(engine, tasks, group, description, events).start()

@@ -1,0 +1,209 @@
+"""One bin rewritten inside a Spark task: its inputs streamed through Arrow into one new Parquet file.
+
+Compaction does not change rows, so it needs no Spark SQL plan: decoding and re-encoding with
+Arrow's C++ Parquet reader and writer is several times cheaper than a DataFrame ``coalesce(1)``
+write, and memory stays bounded (row groups are streamed and buffered up to a byte target). The
+new file goes straight to its final place: a local file, or a streaming multipart upload to an
+object store (no local temporary copy). Its Delta stats are computed here from the footer the
+writer just produced, so the driver reads nothing back.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from .arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
+from .inputs import InputFileError, read_live_tables
+from .messages import BinTask, Failed, FailureKind, Fallback, NotStarted, Outcome, Rewritten, WorkerInfo
+
+if TYPE_CHECKING:
+    from ..delta.storage import Storage
+
+__all__ = ["run_bin"]
+
+#: A column whose dictionary page holds more than this share of its chunk's bytes is mostly distinct
+#: values: dictionary encoding only costs time there (the writer would fill a dictionary, then give up).
+_DICTIONARY_SHARE = 0.5
+
+
+class _Counting:
+    """A write-only file that counts the bytes passing through to ``raw`` (an object store upload)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.written = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        n = len(memoryview(data))
+        self.raw.write(data)
+        self.written += n
+        return n
+
+    def tell(self) -> int:
+        return self.written
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+            self.closed = True
+
+
+def _writer(where: Any, target: Any, compression: str, dictionary: list[str] | bool) -> Any:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetWriter(
+        where,
+        target,
+        compression=None if compression in ("none", "uncompressed") else compression,
+        use_dictionary=dictionary,
+        use_compliant_nested_type=True,
+        coerce_timestamps="us",
+        allow_truncated_timestamps=False,
+        write_statistics=True,
+    )
+
+
+def _write(tables: Iterable[Any], where: Any, task: BinTask, target: Any) -> tuple[int, Any]:
+    """Stream ``tables`` into one Parquet file at ``where``; (rows, footer metadata)."""
+    import pyarrow as pa
+
+    writer = None
+    rows = 0
+    buffered: list[Any] = []
+    size = 0
+    try:
+        for t in tables:
+            buffered.append(t)
+            size += t.nbytes
+            rows += t.num_rows
+            if size >= task.row_group_bytes:
+                writer = writer or _writer(where, target, task.compression, _dictionary(buffered, target))
+                writer.write_table(pa.concat_tables(buffered), row_group_size=max(1, sum(b.num_rows for b in buffered)))
+                buffered, size = [], 0
+        writer = writer or _writer(where, target, task.compression, _dictionary(buffered, target))
+        if buffered:
+            writer.write_table(pa.concat_tables(buffered), row_group_size=max(1, sum(b.num_rows for b in buffered)))
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows, writer.writer.metadata
+
+
+def _dictionary(buffered: list[Any], target: Any) -> list[str] | bool:
+    """Columns worth dictionary-encoding, judged from the first rows at hand (a cheap distinct count).
+
+    A column of mostly distinct values (ids, uuids, measures) only costs time in a dictionary: the
+    writer fills one, then gives up. Nested schemas keep the writer's default (dictionary on), since
+    a per-column list would have to name their leaves.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not buffered or any(pa.types.is_nested(f.type) for f in target):
+        return True
+    sample = pa.concat_tables(buffered).slice(0, 10_000)
+    keep = []
+    for field in target:
+        column = sample.column(field.name)
+        if len(column) == 0 or pc.count_distinct(column).as_py() <= _DICTIONARY_SHARE * len(column):
+            keep.append(field.name)
+    return keep
+
+
+def _worker() -> WorkerInfo:
+    import socket
+    import sys
+
+    module = sys.modules.get(__name__.rsplit(".", 2)[0])
+    return WorkerInfo(sys.executable, socket.gethostname(), os.getpid(), getattr(module, "__file__", None))
+
+
+def _stats(task: BinTask, metadata: Any, source: Any) -> str:
+    from ..delta.actions import Protocol
+    from ..inspect.stats import stats_from_metadata
+
+    spec = task.stats
+    return stats_from_metadata(
+        metadata,
+        source,
+        spec.schema,
+        spec.partition_columns,
+        spec.configuration,
+        protocol=Protocol.from_json(spec.protocol) if spec.protocol is not None else None,
+        session_time_zone=spec.time_zone,
+    )
+
+
+def _rewrite(task: BinTask, storage: Storage, local: bool) -> Rewritten:
+    started = time.perf_counter()
+    target = arrow_schema(with_hidden_fields(task.fields, task.row_tracking))
+    tables = read_live_tables(
+        storage,
+        task.store.root,
+        task.inputs,
+        target,
+        local=local,
+        by_id=task.by_id,
+        row_tracking=task.row_tracking,
+    )
+    if local:
+        os.makedirs(os.path.dirname(task.output), exist_ok=True)
+        rows, metadata = _write(tables, task.output, task, target)
+        size = os.path.getsize(task.output)
+        source: Any = task.output
+    else:
+        sink = _Counting(storage.open_output(task.output))
+        try:
+            rows, metadata = _write(tables, sink, task, target)
+        finally:
+            sink.close()
+        size = sink.written
+        source = lambda: storage.open_input(task.output)  # noqa: E731 - read back only if a stat needs data
+    stats = _stats(task, metadata, source)
+    now = int(time.time() * 1000)
+    return Rewritten(task.bin_id, size, rows, stats, now, _worker(), time.perf_counter() - started)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run_bin(task: BinTask, storage: Storage, *, local: bool) -> Outcome:
+    """Rewrite one bin; never raises for a bin that fails (the outcome says why, typed)."""
+    if task.deadline is not None and time.time() >= task.deadline:
+        return NotStarted(task.bin_id, "the time budget was spent before this bin started")
+    try:
+        return _rewrite(task, storage, local)
+    except NeedsSparkRewrite as exc:
+        _discard(storage, task.output)
+        return Fallback(task.bin_id, str(exc))
+    except InputFileError as exc:
+        _discard(storage, task.output)
+        return Failed(task.bin_id, "data_file", "DataFileError", exc.reason, exc.path)
+    except Exception as exc:
+        _discard(storage, task.output)
+        return Failed(task.bin_id, _kind(exc), type(exc).__name__, _first_line(exc), None)
+
+
+def _kind(exc: BaseException) -> FailureKind:
+    from ..errors import StorageAccessError
+
+    return "storage" if isinstance(exc, StorageAccessError) else "internal"
+
+
+def _discard(storage: Storage, path: str) -> None:
+    try:
+        storage.delete(path)
+    except Exception:  # the driver deletes every uncommitted output again after the run
+        pass

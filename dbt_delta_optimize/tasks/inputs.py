@@ -1,0 +1,188 @@
+"""A bin's input files read inside a task: opened cheaply, conformed, live rows only, errors naming the file.
+
+Small files (what dbt models leave) are read whole in one request and parsed from memory: on an
+object store that is one GET per file instead of a footer read plus a range read per column, and
+the next files are fetched concurrently while the current one is decoded. Larger files are read
+through a buffered ranged reader. A file that is missing, empty, not Parquet, or holds none of the
+table's columns raises ``InputFileError`` naming it, so the driver can say which file is broken
+without reading anything again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from .arrow_schema import NeedsSparkRewrite, conform
+from .messages import InputFile, RowTrackingColumns
+from .row_ids import fill_row_tracking, positions_from
+
+if TYPE_CHECKING:
+    from ..delta.storage import Storage
+
+__all__ = ["InputFileError", "live_row_groups", "open_inputs", "read_live_tables"]
+
+#: Files up to this size are read whole, in one request.
+WHOLE_FILE_BYTES = 16 * 1024 * 1024
+#: Bytes of small files fetched ahead of the one being decoded (object stores).
+PREFETCH_BYTES = 64 * 1024 * 1024
+PREFETCH_FILES = 16
+#: Footer keys Spark writes when values use the legacy hybrid calendar (must be rebased by Spark).
+_LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
+
+
+class InputFileError(Exception):
+    """An input data file cannot be read: missing, empty, not Parquet, or not the table's schema."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "the file is missing"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "magic bytes" in text or "size is 0" in text or "Parquet file size" in text:
+        return f"it is not a Parquet file ({text})"
+    return f"it cannot be read as Parquet ({text})"
+
+
+def _parquet(source: Any, path: str) -> Any:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+    except Exception as exc:
+        raise InputFileError(path, _reason(exc)) from exc
+    meta = pf.metadata.metadata or {}
+    if any(k in meta for k in _LEGACY_KEYS):
+        raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
+    return pf
+
+
+def _whole(storage: Storage, path: str) -> bytes:
+    try:
+        return storage.read_bytes(path)
+    except FileNotFoundError as exc:
+        raise InputFileError(path, "the file is missing") from exc
+
+
+def open_inputs(storage: Storage, inputs: Sequence[InputFile], *, local: bool) -> Iterator[tuple[InputFile, Any]]:
+    """Each input with its ``pyarrow.parquet.ParquetFile``, in order.
+
+    Local files are read whole (one read call) when small, else opened by path. On an object store
+    small files are fetched ahead concurrently, within ``PREFETCH_BYTES``.
+    """
+    import pyarrow as pa
+
+    if local:
+        for f in inputs:
+            source: Any = pa.BufferReader(_whole(storage, f.path)) if f.size <= WHOLE_FILE_BYTES else f.path
+            yield f, _parquet(source, f.path)
+        return
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="ddo-fetch") as pool:
+        ahead: deque[tuple[InputFile, Future[bytes] | None]] = deque()
+        pending = iter(inputs)
+        window = 0
+        try:
+            for f in pending:
+                small = f.size <= WHOLE_FILE_BYTES
+                ahead.append((f, pool.submit(_whole, storage, f.path) if small else None))
+                window += f.size if small else 0
+                while ahead and (window >= PREFETCH_BYTES or len(ahead) >= PREFETCH_FILES):
+                    window -= _size_if_small(ahead[0][0])
+                    yield _open_fetched(storage, *ahead.popleft())
+            while ahead:
+                yield _open_fetched(storage, *ahead.popleft())
+        finally:
+            for _, fut in ahead:
+                if fut is not None:
+                    fut.cancel()
+
+
+def _size_if_small(f: InputFile) -> int:
+    return f.size if f.size <= WHOLE_FILE_BYTES else 0
+
+
+def _open_fetched(storage: Storage, f: InputFile, fut: Future[bytes] | None) -> tuple[InputFile, Any]:
+    import pyarrow as pa
+
+    if fut is not None:
+        return f, _parquet(pa.BufferReader(fut.result()), f.path)
+    try:
+        handle = storage.open_input(f.path)
+    except FileNotFoundError as exc:
+        raise InputFileError(f.path, "the file is missing") from exc
+    return f, _parquet(handle, f.path)
+
+
+def live_row_groups(
+    pf: Any,
+    path: str,
+    target: Any,
+    deleted: Any,
+    fill: Callable[[Any, int], Any] | None = None,
+    *,
+    by_id: bool = False,
+) -> Iterator[Any]:
+    """A file's row groups in the table schema, without the rows its deletion vector deletes (by position).
+
+    ``fill`` (the row tracking step) sees each row group with its physical start position, before the
+    deleted rows are dropped, so row ids come from physical positions as the protocol defines them.
+    """
+    names = {n.lower() for n in pf.schema_arrow.names}
+    # Without column mapping a file must hold some of the table's columns (with it, a file may hold only
+    # columns dropped since, all read as null).
+    mapped = any((f.metadata or {}).get(b"PARQUET:field_id") for f in target)
+    if not mapped and target.names and not names & {n.lower() for n in target.names} and pf.metadata.num_rows:
+        raise InputFileError(
+            path,
+            f"its columns {sorted(pf.schema_arrow.names)[:5]} are none of the table's "
+            f"({sorted(target.names)[:5]}): schema mismatch",
+        )
+    start = 0
+    for rg in range(pf.num_row_groups):
+        try:
+            raw = pf.read_row_group(rg, use_threads=False)
+        except Exception as exc:
+            raise InputFileError(path, _reason(exc)) from exc
+        t = conform(raw, target, by_id=by_id)
+        if fill is not None:
+            t = fill(t, start)
+        keep = deleted.keep(start, t.num_rows) if deleted is not None else None
+        start += t.num_rows
+        yield t if keep is None else t.filter(keep)
+
+
+def _filler(row_tracking: RowTrackingColumns | None, f: InputFile) -> Callable[[Any, int], Any] | None:
+    if row_tracking is None:
+        return None
+    base, version = f.base_row_id, f.default_row_commit_version
+    if base is None or version is None:
+        raise ValueError(f"{f.path}: row tracking needs baseRowId and defaultRowCommitVersion")
+    return lambda table, start: fill_row_tracking(
+        table, positions_from(start, table.num_rows), base, version, row_tracking.row_id, row_tracking.commit_version
+    )
+
+
+def read_live_tables(
+    storage: Storage,
+    root: str,
+    inputs: Sequence[InputFile],
+    target: Any,
+    *,
+    local: bool,
+    by_id: bool,
+    row_tracking: RowTrackingColumns | None,
+) -> Iterator[Any]:
+    """Every input's live rows, conformed to ``target``, as Arrow tables in input order."""
+    from ..delta.deletion_vectors import load_deleted_rows
+
+    for f, pf in open_inputs(storage, inputs, local=local):
+        deleted = load_deleted_rows(f.deletion_vector, root=root, storage=storage) if f.deletion_vector else None
+        yield from live_row_groups(pf, f.path, target, deleted, _filler(row_tracking, f), by_id=by_id)

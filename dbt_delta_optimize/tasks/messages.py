@@ -1,0 +1,196 @@
+"""What crosses between the driver and a Spark task: frozen dataclasses, one JSON encoding.
+
+The driver turns each bin into a ``BinTask``; a task answers with exactly one outcome:
+``Rewritten`` (the new file, its size and its stats), ``Fallback`` (Arrow cannot write this bin
+faithfully: Spark does it), ``Failed`` (with a typed kind and the file it concerns) or
+``NotStarted`` (the time budget was spent before the task began). An outcome is data, never a
+failed Spark job whose text the driver would have to parse.
+
+The same JSON text travels on classic sessions (an RDD of messages, outcomes through an
+accumulator) and on Spark Connect (a DataFrame, outcomes as rows). This module imports only the
+standard library: executors import it, and so does the stdlib-only bootstrap that answers when
+they cannot import this package at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "DEFAULT_ROW_GROUP_BYTES",
+    "BinTask",
+    "Failed",
+    "FailureKind",
+    "Fallback",
+    "InputFile",
+    "NotStarted",
+    "Outcome",
+    "Rewritten",
+    "RowTrackingColumns",
+    "StatsSpec",
+    "StoreRef",
+    "WorkerInfo",
+    "decode_outcome",
+    "decode_task",
+    "encode",
+]
+
+#: Row groups are buffered up to about this many bytes of Arrow data before they are written.
+DEFAULT_ROW_GROUP_BYTES = 128 * 1024 * 1024
+
+FailureKind = Literal["data_file", "storage", "cannot_import", "internal"]
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """Where the table lives, and the options a task needs to open its store (empty for a local table)."""
+
+    root: str
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file of a bin: its location, its size from the log, and what the log says about its rows."""
+
+    path: str
+    size: int
+    #: the deletion vector exactly as logged (``DeletionVector.to_json()``), when rows were deleted
+    deletion_vector: Mapping[str, Any] | None = None
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
+
+
+@dataclass(frozen=True)
+class RowTrackingColumns:
+    """The hidden columns that keep each row's stable id and commit version (row tracking)."""
+
+    row_id: str
+    commit_version: str
+
+
+@dataclass(frozen=True)
+class StatsSpec:
+    """What a task needs to compute a new file's Delta stats exactly as delta-spark writes them."""
+
+    schema: Mapping[str, Any]  #: the table's logical schema (JSON)
+    partition_columns: tuple[str, ...]
+    configuration: Mapping[str, str]
+    protocol: Mapping[str, Any] | None  #: the table's protocol action (decides tightBounds)
+    time_zone: str  #: Spark's session time zone (timestamp bounds)
+
+
+@dataclass(frozen=True)
+class BinTask:
+    """Rewrite ``inputs`` (one bin) into one Parquet file at ``output`` and report what was written."""
+
+    bin_id: int
+    store: StoreRef
+    inputs: tuple[InputFile, ...]
+    output: str
+    fields: tuple[Mapping[str, Any], ...]  #: physical data fields of the table (Delta schema JSON)
+    compression: str
+    by_id: bool  #: column mapping's id mode: match Parquet columns by field id
+    row_tracking: RowTrackingColumns | None
+    stats: StatsSpec
+    deadline: float | None = None  #: epoch seconds after which the task does not start the bin
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Where a task ran: interpreter, host, process, and the file our package was imported from."""
+
+    python: str
+    host: str
+    pid: int
+    package: str | None
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """The bin's file was written at its output location."""
+
+    bin_id: int
+    size: int
+    rows: int
+    stats: str
+    modification_time: int  #: milliseconds since the epoch
+    worker: WorkerInfo
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """Arrow cannot write this bin faithfully (a legacy calendar, a type it does not map): use Spark."""
+
+    bin_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The bin could not be rewritten; ``path`` names the input (or output) the failure concerns."""
+
+    bin_id: int
+    kind: FailureKind
+    error_type: str
+    message: str
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class NotStarted:
+    """The task began after the time budget's deadline, so it did nothing."""
+
+    bin_id: int
+    reason: str
+
+
+Outcome = Rewritten | Fallback | Failed | NotStarted
+
+_OUTCOMES: dict[str, type[Outcome]] = {c.__name__: c for c in (Rewritten, Fallback, Failed, NotStarted)}
+
+
+def _plain(value: Any) -> Any:
+    """json's hook for what it cannot write itself: a dataclass (its fields, shallow) or a read-only mapping."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot encode {type(value).__name__} in a task message")
+
+
+def encode(message: BinTask | Outcome) -> str:
+    """One line of JSON, tagged with the message's type (no deep copy: json walks the fields itself)."""
+    return json.dumps({"type": type(message).__name__, **_plain(message)}, separators=(",", ":"), default=_plain)
+
+
+def decode_task(text: str) -> BinTask:
+    d = json.loads(text)
+    if d.pop("type", None) != "BinTask":
+        raise ValueError(f"not a BinTask message: {text[:80]}")
+    rt = d.get("row_tracking")
+    return BinTask(
+        **{
+            **d,
+            "store": StoreRef(**d["store"]),
+            "inputs": tuple(InputFile(**i) for i in d["inputs"]),
+            "fields": tuple(d["fields"]),
+            "row_tracking": RowTrackingColumns(**rt) if rt else None,
+            "stats": StatsSpec(**{**d["stats"], "partition_columns": tuple(d["stats"]["partition_columns"])}),
+        }
+    )
+
+
+def decode_outcome(text: str) -> Outcome:
+    d = json.loads(text)
+    kind = _OUTCOMES.get(d.pop("type", ""))
+    if kind is None:
+        raise ValueError(f"not an outcome message: {text[:80]}")
+    if kind is Rewritten:
+        d["worker"] = WorkerInfo(**d["worker"])
+    return kind(**d)
