@@ -75,3 +75,28 @@ def data_files(path: str) -> set[str]:
         for f in files:
             out.add(os.path.relpath(os.path.join(root, f), path))
     return out
+
+
+def arrow_rewrite(inputs, output: str, fields: list[dict], *, row_tracking=None, by_id: bool = False):
+    """Run one Arrow bin task on local files (what an executor runs), returning its outcome.
+
+    ``inputs``: paths, or ``InputFile`` messages (for row tracking's baseRowId/defaultRowCommitVersion).
+    """
+    from dbt_delta_optimize.delta.storage import LocalStorage
+    from dbt_delta_optimize.tasks.bin_task import run_bin
+    from dbt_delta_optimize.tasks.messages import BinTask, InputFile, StatsSpec, StoreRef
+
+    files = tuple(f if isinstance(f, InputFile) else InputFile(f, os.path.getsize(f)) for f in inputs)
+    schema = {"type": "struct", "fields": list(fields)}
+    task = BinTask(
+        bin_id=0,
+        store=StoreRef(os.path.dirname(output), {}),
+        inputs=files,
+        output=output,
+        fields=tuple(fields),
+        compression="snappy",
+        by_id=by_id,
+        row_tracking=row_tracking,
+        stats=StatsSpec(schema, (), {}, None, "UTC"),
+    )
+    return run_bin(task, LocalStorage(), local=True)

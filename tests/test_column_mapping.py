@@ -262,7 +262,8 @@ def test_physical_fields_rename_every_level_and_keep_other_metadata():
 def test_arrow_rewrite_matches_columns_by_field_id_in_id_mode(tmp_path):
     """id mode: a file whose Parquet names differ (e.g. converted from Iceberg) is read by field id."""
     import pyarrow as pa
-    from dbt_delta_optimize.engine.rewrite import rewrite_files
+
+    from tests.helpers import arrow_rewrite
 
     def fid(i: int) -> dict[bytes, bytes]:
         return {b"PARQUET:field_id": str(i).encode()}
@@ -275,12 +276,12 @@ def test_arrow_rewrite_matches_columns_by_field_id_in_id_mode(tmp_path):
         {"name": "dropped_id", "type": "integer", "nullable": True, "metadata": {"parquet.field.id": 9}},
     ]
     out = str(tmp_path / "out" / "by_id.parquet")
-    assert rewrite_files([src], out, fields, by_id=True) == 2
+    assert arrow_rewrite([src], out, fields, by_id=True).rows == 2
     written = pq.read_table(out)
     assert written.to_pydict() == {"k": [1, 2], "dropped_id": [None, None]}  # by id, widened to long
     assert written.schema.field("k").metadata == fid(7)
     out = str(tmp_path / "out" / "by_name.parquet")
-    rewrite_files([src], out, fields)
+    arrow_rewrite([src], out, fields)
     assert pq.read_table(out).to_pydict() == {"k": [10, 20], "dropped_id": [None, None]}
 
 

@@ -27,7 +27,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from dbt_delta_optimize.api import optimize
-from dbt_delta_optimize.engine.executor import STAGING_DIR, OptimizeExecutor
+from dbt_delta_optimize.engine.bin_rewriter import BinRewriter
+from dbt_delta_optimize.engine.executor import STAGING_DIR
 from dbt_delta_optimize.engine.results import metrics_row
 from dbt_delta_optimize.errors import (
     DataFileError,
@@ -493,6 +494,39 @@ def test_empty_string_partition_value_written_by_deltars_becomes_null(spark, tmp
     assert sorted(repr(a["partitionValues"]["part"]) for a in adds) == ["'a'", "None"]
 
 
+def _our_jobs(spark) -> dict[int, tuple[str, int]]:
+    """Spark's own record of the jobs our runs started: job id -> (job group, tasks)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    jobs = store.jobsList(None)
+    out = {}
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        group = job.jobGroup()
+        if group.isDefined() and group.get().startswith("dbt-delta-optimize-"):
+            out[job.jobId()] = (group.get(), job.numTasks())
+    return out
+
+
+def test_the_arrow_bins_of_a_batch_are_the_tasks_of_one_spark_job(spark, tmp_path):
+    """Four partitions, four bins: one Spark job with four tasks (not one job per bin)."""
+    p = str(tmp_path / "t")
+    n = 40
+    rs_append(
+        p,
+        {"id": pa.array(range(n), pa.int64()), "part": pa.array([i % 4 for i in range(n)], pa.int64())},
+        ["part"],
+        times=3,
+    )
+    before_jobs = set(_our_jobs(spark))
+    m = optimize_checked(spark, p)
+    assert m.num_bins == 4 and m.num_files_removed == 12 and m.num_files_added == 4
+    new = {j: v for j, v in _our_jobs(spark).items() if j not in before_jobs}
+    assert len(new) == 1, new
+    ((_group, tasks),) = new.values()
+    assert tasks == 4
+    assert m.total_scheduled_tasks == 4
+
+
 # =========================================================================== behaviour 9 / 11
 def test_two_partition_columns_and_predicate(spark, tmp_path, two_cols):
     p = copy_table(two_cols, str(tmp_path / "t"))
@@ -533,7 +567,7 @@ def test_bins_of_different_partitions_run_concurrently(spark, tmp_path, monkeypa
     assert counts(p) == {(0,): 10, (1,): 10}
     intervals: list[tuple[float, float]] = []
     barrier = threading.Barrier(2, timeout=20)
-    orig = OptimizeExecutor._rewrite_bin
+    orig = BinRewriter.rewrite_with_spark
 
     def rewrite(self, *a, **kw):
         if max_threads == 2:
@@ -544,7 +578,7 @@ def test_bins_of_different_partitions_run_concurrently(spark, tmp_path, monkeypa
         finally:
             intervals.append((start, time.monotonic()))
 
-    monkeypatch.setattr(OptimizeExecutor, "_rewrite_bin", rewrite)
+    monkeypatch.setattr(BinRewriter, "rewrite_with_spark", rewrite)
     m = optimize_checked(spark, p, max_threads=max_threads, rewrite_engine="spark")
     assert m.num_bins == 2 and counts(p) == {(0,): 1, (1,): 1}
     (_a0, a1), (b0, _b1) = sorted(intervals)
@@ -888,7 +922,7 @@ def test_failing_bin_leaves_no_commit_and_no_files(spark, tmp_path, monkeypatch,
     p = copy_table(five_parts, str(tmp_path / "t"))
     files0, log0 = data_files(p), log_snapshot(p)
     before = rows_spark(spark, p)
-    orig = OptimizeExecutor._rewrite_bin
+    orig = BinRewriter.result  # where the driver takes each finished bin's outcome
     calls = []
 
     def rewrite(self, b, *a, **kw):
@@ -897,7 +931,7 @@ def test_failing_bin_leaves_no_commit_and_no_files(spark, tmp_path, monkeypatch,
             raise RuntimeError("boom in bin 3")
         return orig(self, b, *a, **kw)
 
-    monkeypatch.setattr(OptimizeExecutor, "_rewrite_bin", rewrite)
+    monkeypatch.setattr(BinRewriter, "result", rewrite)
     with pytest.raises(RuntimeError, match="boom in bin 3"):
         optimize(spark, p, max_threads=1)
     # Bins 1-2 finished (their files were written); the single worker may already have taken bin 4.
@@ -914,7 +948,7 @@ def test_failing_batch_keeps_earlier_batches(spark, tmp_path, monkeypatch, five_
     files0 = data_files(p)
     versions = log_versions(p)
     before = rows_spark(spark, p)
-    orig = OptimizeExecutor._rewrite_bin
+    orig = BinRewriter.result  # where the driver takes each finished bin's outcome
     calls = []
 
     def rewrite(self, b, *a, **kw):
@@ -923,7 +957,7 @@ def test_failing_batch_keeps_earlier_batches(spark, tmp_path, monkeypatch, five_
             raise RuntimeError("boom in batch 2")
         return orig(self, b, *a, **kw)
 
-    monkeypatch.setattr(OptimizeExecutor, "_rewrite_bin", rewrite)
+    monkeypatch.setattr(BinRewriter, "result", rewrite)
     with pytest.raises(RuntimeError, match="boom in batch 2"):
         optimize(spark, p, batch_size=1)
     assert log_versions(p) == [*versions, versions[-1] + 1]

@@ -1,4 +1,4 @@
-"""Shipping the package to executors and running one task, without a cluster (tests/test_cluster.py has those)."""
+"""Shipping the package to executors and running bin tasks as one job, without a cluster (tests/test_cluster.py has those)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from dbt_delta_optimize.engine.python_tasks import needs_package, package_zip, run_task_frame, run_task_rdd
+from dbt_delta_optimize.engine.python_tasks import needs_package, package_zip
 from dbt_delta_optimize.errors import InvalidConfigError, SparkConnectError
 from tests.servers import EXECUTOR_PYTHON
 
@@ -17,12 +17,10 @@ def test_package_zip_is_built_once_per_content_and_imports_with_pyarrow_only(tmp
     path = package_zip(str(tmp_path))
     assert package_zip(str(tmp_path)) == path and os.path.basename(path).startswith("dbt_delta_optimize-")
     names = zipfile.ZipFile(path).namelist()
-    assert "dbt_delta_optimize/engine/rewrite.py" in names and not any("__pycache__" in n for n in names)
+    assert "dbt_delta_optimize/tasks/bin_task.py" in names and not any("__pycache__" in n for n in names)
     assert os.listdir(tmp_path) == [os.path.basename(path)]  # no temporary file left
     # The executors' interpreter has pyarrow but not this package: from the zip the task code imports.
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import dbt_delta_optimize.engine.rewrite as r; print(r.__file__)"
-    )
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import dbt_delta_optimize.tasks.worker as r; print(r.__file__)"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(
         [EXECUTOR_PYTHON, "-c", code, path], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
@@ -34,12 +32,85 @@ def test_package_zip_is_built_once_per_content_and_imports_with_pyarrow_only(tmp
     assert missing.returncode != 0  # the test cluster's executors really lack the package
 
 
+def _bin_task(tmp_path, bin_id: int, inputs: list[str]):
+    from dbt_delta_optimize.tasks.messages import BinTask, InputFile, StatsSpec, StoreRef
+
+    fields = ({"name": "id", "type": "long", "nullable": True, "metadata": {}},)
+    return BinTask(
+        bin_id=bin_id,
+        store=StoreRef(str(tmp_path), {}),
+        inputs=tuple(InputFile(p, os.path.getsize(p) if os.path.exists(p) else 1) for p in inputs),
+        output=str(tmp_path / "out" / f"bin-{bin_id}.parquet"),
+        fields=fields,
+        compression="snappy",
+        by_id=False,
+        row_tracking=None,
+        stats=StatsSpec({"type": "struct", "fields": list(fields)}, (), {}, None, "UTC"),
+    )
+
+
 @pytest.mark.spark
-def test_both_task_paths_run_a_task_and_say_where(spark):
-    for run in (run_task_rdd, run_task_frame):
-        out = run(spark, os.path.basename, "/a/b.parquet")
-        assert out["result"] == "b.parquet" and out["python"] and out["pid"] > 0
-        assert out["package"].endswith("posixpath.py")  # the module the task function came from
+def test_one_job_runs_a_batch_of_bins_and_every_outcome_is_typed(spark, tmp_path):
+    """Three bins, one Spark job: each answers as its task ends, a missing input is a typed failure naming it."""
+    import queue
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dbt_delta_optimize.engine.spark_engine import SparkEngine
+    from dbt_delta_optimize.engine.task_runner import JobEnded, start_task_job
+    from dbt_delta_optimize.tasks.messages import Failed, Rewritten
+
+    files = []
+    for i in range(4):
+        files.append(str(tmp_path / f"in-{i}.parquet"))
+        pq.write_table(pa.table({"id": pa.array([i, i + 10], pa.int64())}), files[-1])
+    missing = str(tmp_path / "gone.parquet")
+    tasks = [
+        _bin_task(tmp_path, 0, files[:2]),
+        _bin_task(tmp_path, 1, [files[2], missing]),
+        _bin_task(tmp_path, 2, files[2:]),
+    ]
+    engine = SparkEngine(spark)
+    events: queue.Queue = queue.Queue()
+    job = start_task_job(engine, tasks, "ddo-test-job", "test", events)
+    got = []
+    while not got or not isinstance(got[-1], JobEnded):
+        got.append(events.get(timeout=300))
+    job.join()
+    outcomes = {o.bin_id: o for o in got[:-1]}
+    assert got[-1].error is None and sorted(outcomes) == [0, 1, 2]  # each bin answered once
+    assert isinstance(outcomes[0], Rewritten) and outcomes[0].rows == 4 and outcomes[0].worker.pid > 0
+    assert pq.read_table(tasks[0].output).column("id").to_pylist() == [0, 10, 1, 11]
+    assert isinstance(outcomes[1], Failed) and outcomes[1].kind == "data_file" and outcomes[1].path == missing
+    assert not os.path.exists(tasks[1].output)  # a failed bin leaves no file behind
+    assert isinstance(outcomes[2], Rewritten) and '"numRecords":4' in outcomes[2].stats
+
+
+def test_the_bootstrap_answers_with_a_fallback_where_the_package_cannot_be_imported(tmp_path):
+    """The task function runs on a worker without this package (stdlib only) and says so in a typed outcome."""
+    import json
+
+    from dbt_delta_optimize.tasks import bootstrap
+    from dbt_delta_optimize.tasks.messages import Fallback, decode_outcome, encode
+
+    code = (
+        "import json, sys\n"
+        "ns = {'__name__': 'shipped'}\n"
+        "exec(open(sys.argv[1]).read(), ns)\n"
+        "class Sink:\n    def add(self, v): pass\n"
+        "print(json.dumps(list(ns['run_messages'](Sink(), iter([sys.argv[2]])))))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    text = encode(_bin_task(tmp_path, 7, []))
+    out = subprocess.run(
+        [EXECUTOR_PYTHON, "-c", code, bootstrap.__file__, text], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    (answer,) = json.loads(out.stdout)
+    outcome = decode_outcome(answer)
+    assert isinstance(outcome, Fallback) and outcome.bin_id == 7
+    assert "cannot import the Arrow rewriter" in outcome.reason and "dbt_delta_optimize" in outcome.reason
 
 
 @pytest.mark.spark

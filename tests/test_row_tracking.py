@@ -217,16 +217,22 @@ def test_arrow_rewrite_fills_row_ids_across_row_groups(tmp_path):
     """Positions continue across row groups; materialized values win over generated ones."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from dbt_delta_optimize.engine.rewrite import rewrite_files
+
+    from dbt_delta_optimize.tasks.messages import InputFile, Rewritten, RowTrackingColumns
+    from tests.helpers import arrow_rewrite
 
     first, second = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
     pq.write_table(pa.table({"id": list(range(5))}), first, row_group_size=2)  # 3 row groups
     materialized = pa.table({"id": [7, 8], ROW_ID_COL: [None, 99], VERSION_COL: [3, None]})
     pq.write_table(materialized, second)
-    spec = {"row_id": ROW_ID_COL, "commit_version": VERSION_COL, "files": [[100, 1], [200, 2]]}
+    inputs = [
+        InputFile(first, os.path.getsize(first), None, 100, 1),
+        InputFile(second, os.path.getsize(second), None, 200, 2),
+    ]
     fields = [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]
     out = str(tmp_path / "out" / "c.parquet")
-    assert rewrite_files([first, second], out, fields, row_tracking=spec) == 7
+    outcome = arrow_rewrite(inputs, out, fields, row_tracking=RowTrackingColumns(ROW_ID_COL, VERSION_COL))
+    assert isinstance(outcome, Rewritten) and outcome.rows == 7
     t = pq.read_table(out)
     assert t.column_names == ["id", ROW_ID_COL, VERSION_COL]
     assert t.column(ROW_ID_COL).to_pylist() == [100, 101, 102, 103, 104, 200, 99]

@@ -26,10 +26,11 @@ if TYPE_CHECKING:
 __all__ = ["InputFileError", "live_row_groups", "open_inputs", "read_live_tables"]
 
 #: Files up to this size are read whole, in one request.
-WHOLE_FILE_BYTES = 16 * 1024 * 1024
+WHOLE_FILE_BYTES = 32 * 1024 * 1024
 #: Bytes of small files fetched ahead of the one being decoded (object stores).
-PREFETCH_BYTES = 64 * 1024 * 1024
+PREFETCH_BYTES = 128 * 1024 * 1024
 PREFETCH_FILES = 16
+_MAGIC = b"PAR1"
 #: Footer keys Spark writes when values use the legacy hybrid calendar (must be rebased by Spark).
 _LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
 
@@ -43,22 +44,47 @@ class InputFileError(Exception):
         self.reason = reason
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, head: bytes | None = None, tail: bytes | None = None) -> str:
+    """Why a file could not be read, in words: missing, empty, not Parquet at all, or a damaged Parquet file."""
     if isinstance(exc, FileNotFoundError):
         return "the file is missing"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if head is not None and tail is not None:
+        if not head and not tail:
+            return "the file is empty"
+        if head[:4] != _MAGIC or tail[-4:] != _MAGIC:
+            return f"it is not a Parquet file (no PAR1 magic; {text})"
     if "magic bytes" in text or "size is 0" in text or "Parquet file size" in text:
         return f"it is not a Parquet file ({text})"
     return f"it cannot be read as Parquet ({text})"
 
 
+def _ends(source: Any) -> tuple[bytes | None, bytes | None]:
+    """The first and last four bytes of a source (bytes in memory, or a local path), for a diagnosis."""
+    try:
+        if isinstance(source, str):
+            with open(source, "rb") as fh:
+                head = fh.read(4)
+                fh.seek(max(os.path.getsize(source) - 4, 0))
+                return head, fh.read(4)
+        if isinstance(source, bytes):
+            return source[:4], source[-4:]
+    except Exception:  # no diagnosis: the reader's own message stays
+        pass
+    return None, None
+
+
 def _parquet(source: Any, path: str) -> Any:
+    """``source``: the file's bytes, a local path or a binary file."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+        pf = pq.ParquetFile(
+            pa.BufferReader(source) if isinstance(source, bytes) else source, coerce_int96_timestamp_unit="us"
+        )
     except Exception as exc:
-        raise InputFileError(path, _reason(exc)) from exc
+        raise InputFileError(path, _reason(exc, *_ends(source))) from exc
     meta = pf.metadata.metadata or {}
     if any(k in meta for k in _LEGACY_KEYS):
         raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
@@ -72,18 +98,16 @@ def _whole(storage: Storage, path: str) -> bytes:
         raise InputFileError(path, "the file is missing") from exc
 
 
-def open_inputs(storage: Storage, inputs: Sequence[InputFile], *, local: bool) -> Iterator[tuple[InputFile, Any]]:
-    """Each input with its ``pyarrow.parquet.ParquetFile``, in order.
+def open_inputs(storage: Storage, inputs: Sequence[InputFile], *, local: bool) -> Iterator[tuple[InputFile, Any, Any]]:
+    """Each input with its ``pyarrow.parquet.ParquetFile`` and what it was opened from, in order.
 
     Local files are read whole (one read call) when small, else opened by path. On an object store
     small files are fetched ahead concurrently, within ``PREFETCH_BYTES``.
     """
-    import pyarrow as pa
-
     if local:
         for f in inputs:
-            source: Any = pa.BufferReader(_whole(storage, f.path)) if f.size <= WHOLE_FILE_BYTES else f.path
-            yield f, _parquet(source, f.path)
+            source: Any = _whole(storage, f.path) if f.size <= WHOLE_FILE_BYTES else f.path
+            yield f, _parquet(source, f.path), source
         return
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="ddo-fetch") as pool:
         ahead: deque[tuple[InputFile, Future[bytes] | None]] = deque()
@@ -109,16 +133,15 @@ def _size_if_small(f: InputFile) -> int:
     return f.size if f.size <= WHOLE_FILE_BYTES else 0
 
 
-def _open_fetched(storage: Storage, f: InputFile, fut: Future[bytes] | None) -> tuple[InputFile, Any]:
-    import pyarrow as pa
-
+def _open_fetched(storage: Storage, f: InputFile, fut: Future[bytes] | None) -> tuple[InputFile, Any, Any]:
     if fut is not None:
-        return f, _parquet(pa.BufferReader(fut.result()), f.path)
+        data = fut.result()
+        return f, _parquet(data, f.path), data
     try:
         handle = storage.open_input(f.path)
     except FileNotFoundError as exc:
         raise InputFileError(f.path, "the file is missing") from exc
-    return f, _parquet(handle, f.path)
+    return f, _parquet(handle, f.path), None
 
 
 def live_row_groups(
@@ -129,6 +152,7 @@ def live_row_groups(
     fill: Callable[[Any, int], Any] | None = None,
     *,
     by_id: bool = False,
+    source: Any = None,
 ) -> Iterator[Any]:
     """A file's row groups in the table schema, without the rows its deletion vector deletes (by position).
 
@@ -150,7 +174,7 @@ def live_row_groups(
         try:
             raw = pf.read_row_group(rg, use_threads=False)
         except Exception as exc:
-            raise InputFileError(path, _reason(exc)) from exc
+            raise InputFileError(path, _reason(exc, *_ends(source))) from exc
         t = conform(raw, target, by_id=by_id)
         if fill is not None:
             t = fill(t, start)
@@ -183,6 +207,6 @@ def read_live_tables(
     """Every input's live rows, conformed to ``target``, as Arrow tables in input order."""
     from ..delta.deletion_vectors import load_deleted_rows
 
-    for f, pf in open_inputs(storage, inputs, local=local):
+    for f, pf, source in open_inputs(storage, inputs, local=local):
         deleted = load_deleted_rows(f.deletion_vector, root=root, storage=storage) if f.deletion_vector else None
-        yield from live_row_groups(pf, f.path, target, deleted, _filler(row_tracking, f), by_id=by_id)
+        yield from live_row_groups(pf, f.path, target, deleted, _filler(row_tracking, f), by_id=by_id, source=source)
