@@ -507,9 +507,7 @@ def _our_jobs(spark) -> dict[int, tuple[str, int]]:
     return out
 
 
-def test_the_arrow_bins_of_a_batch_are_the_tasks_of_one_spark_job(spark, tmp_path):
-    """Four partitions, four bins: one Spark job with four tasks (not one job per bin)."""
-    p = str(tmp_path / "t")
+def _four_partitions(p: str) -> None:
     n = 40
     rs_append(
         p,
@@ -517,14 +515,38 @@ def test_the_arrow_bins_of_a_batch_are_the_tasks_of_one_spark_job(spark, tmp_pat
         ["part"],
         times=3,
     )
+
+
+def test_the_arrow_bins_of_a_batch_are_the_tasks_of_one_spark_job(spark, tmp_path):
+    """Four partitions, four bins: one Spark job with four tasks (not one job per bin)."""
+    p = str(tmp_path / "t")
+    _four_partitions(p)
+    before = rows_spark(spark, p)
     before_jobs = set(_our_jobs(spark))
-    m = optimize_checked(spark, p)
+    spark.conf.set("spark.dbt_delta_optimize.taskRunner", "spark")  # on a local master the driver would run them
+    try:
+        m = optimize_checked(spark, p)
+    finally:
+        spark.conf.unset("spark.dbt_delta_optimize.taskRunner")
     assert m.num_bins == 4 and m.num_files_removed == 12 and m.num_files_added == 4
     new = {j: v for j, v in _our_jobs(spark).items() if j not in before_jobs}
     assert len(new) == 1, new
     ((_group, tasks),) = new.values()
     assert tasks == 4
     assert m.total_scheduled_tasks == 4
+    assert_same_rows(spark, p, before)
+
+
+def test_on_a_local_master_the_driver_runs_the_arrow_bins_without_a_spark_job(spark, tmp_path):
+    """The default on local[N]: the same bins, rewritten by the driver's threads; Spark runs no job for them."""
+    p = str(tmp_path / "t")
+    _four_partitions(p)
+    before = rows_spark(spark, p)
+    before_jobs = set(_our_jobs(spark))
+    m = optimize_checked(spark, p)
+    assert m.num_bins == 4 and m.num_files_removed == 12 and m.num_files_added == 4
+    assert set(_our_jobs(spark)) == before_jobs
+    assert_same_rows(spark, p, before)
 
 
 # =========================================================================== behaviour 9 / 11

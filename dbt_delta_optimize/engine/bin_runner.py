@@ -141,7 +141,7 @@ class _Batch:
         tasks = r.rewriter.tasks(bins, deadline)
         self.arrow = {t.bin_id: (b, t) for b, t in zip(bins, tasks)}
         description = f"{r.rewriter.snapshot.location}<br/>Optimizing {len(bins)} bin(s) with Arrow"
-        self.job = start_task_job(r.engine, tasks, r.group, description, self.events)
+        self.job = start_task_job(r.engine, tasks, r.group, description, self.events, max_threads=r.max_threads)
 
     def _start_spark(self) -> None:
         r = self.runner
@@ -246,7 +246,9 @@ class _Batch:
     def _cancel(self, *, as_left: bool) -> None:
         r = self.runner
         self.cancelled = True
-        if self.job is not None or self.inflight:
+        if self.job is not None:
+            self.job.cancel()
+        if self.inflight:
             r.engine.cancel(r.group)
         for fut in self.inflight:
             fut.cancel()

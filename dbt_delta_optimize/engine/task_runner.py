@@ -12,6 +12,11 @@ progress and cancel the rest (time budget, too many failures):
 
 The task function is the stdlib-only ``tasks.bootstrap``, pickled by value: a worker that cannot
 import this package answers with a typed fallback instead of failing the job.
+
+On a local master (``SparkEngine.runs_tasks_in_driver``) the executors are this machine's cores, so
+the driver's own threads run the bins instead: the same task body, the same outcomes, without a
+Python worker to start or a task to serialize. ``spark.dbt_delta_optimize.taskRunner=spark`` keeps
+them on Spark.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..tasks import bootstrap
-from ..tasks.messages import BinTask, decode_outcome, encode
+from ..tasks.messages import BinTask, Outcome, decode_outcome, encode
 
 if TYPE_CHECKING:
     from .spark_engine import SparkEngine
@@ -55,9 +60,15 @@ def _pickle_bootstrap_by_value() -> None:
 class TaskJob:
     """A running job: its outcomes and its end arrive on ``events`` (a queue shared with the caller)."""
 
-    def __init__(self, engine: SparkEngine, tasks: Sequence[BinTask], group: str, description: str, events: Any):
+    def __init__(
+        self, engine: SparkEngine, tasks: Sequence[BinTask], group: str, description: str, events: Any, max_threads: int
+    ):
         self.engine = engine
-        self.texts = [encode(t) for t in tasks]
+        self.max_threads = max_threads
+        self.tasks = list(tasks)
+        self.in_driver = engine.runs_tasks_in_driver
+        self.texts = [] if self.in_driver else [encode(t) for t in tasks]
+        self._stop = threading.Event()
         self.group = group
         self.description = description
         self.events: queue.Queue[Any] = events
@@ -68,7 +79,9 @@ class TaskJob:
 
     # ------------------------------------------------------------------ outcomes
     def _deliver(self, text: str) -> None:
-        outcome = decode_outcome(text)
+        self._deliver_outcome(decode_outcome(text))
+
+    def _deliver_outcome(self, outcome: Outcome) -> None:
         with self._lock:
             if outcome.bin_id in self._seen:  # the accumulator and the job's result both carry it
                 return
@@ -135,21 +148,59 @@ class TaskJob:
         finally:
             self._finish(error)
 
+    # ------------------------------------------------------------------ in the driver (local masters)
+    def _run_in_driver(self) -> None:
+        """A local master's executors share this machine: the driver's own threads run the bins, with no
+        Python worker to start and no task to serialize (about half the CPU of the same bins as Spark tasks)."""
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        from ..tasks.worker import run_task
+
+        error: BaseException | None = None
+        try:
+            threads = max(1, min(self.max_threads, self.engine.driver_threads))
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="OptimizeJob") as pool:
+                futures = [pool.submit(run_task, t, self._stop.is_set) for t in self.tasks]
+                for fut in as_completed(futures):
+                    self._deliver_outcome(fut.result())
+        except BaseException as exc:
+            error = exc
+        finally:
+            self._finish(error)
+
     # ------------------------------------------------------------------ control
     def start(self) -> TaskJob:
+        if self.in_driver:
+            self._spawn(self._run_in_driver)
+            return self
         _pickle_bootstrap_by_value()
         self._spawn(self._run_connect if self.engine.connect else self._run_classic)
         return self
 
     def cancel(self) -> None:
-        self.engine.cancel(self.group)
+        self._stop.set()
+        if not self.in_driver:
+            self.engine.cancel(self.group)
 
     def join(self) -> None:
         for thread in self._threads:
             thread.join()
 
 
-def start_task_job(engine: SparkEngine, tasks: Sequence[BinTask], group: str, description: str, events: Any) -> TaskJob:
-    """Start one job running ``tasks``; every outcome, then one ``JobEnded``, is put on ``events``."""
-    engine.prepare_python_tasks()
-    return TaskJob(engine, tasks, group, description, events).start()
+def start_task_job(
+    engine: SparkEngine,
+    tasks: Sequence[BinTask],
+    group: str,
+    description: str,
+    events: Any,
+    *,
+    max_threads: int = 1 << 30,
+) -> TaskJob:
+    """Start one job running ``tasks``; every outcome, then one ``JobEnded``, is put on ``events``.
+
+    ``max_threads`` (delta-spark's ``optimize.maxThreads``) caps the bins the driver runs at once; a
+    Spark job runs as many as the cluster has task slots.
+    """
+    if not engine.runs_tasks_in_driver:
+        engine.prepare_python_tasks()
+    return TaskJob(engine, tasks, group, description, events, max_threads).start()

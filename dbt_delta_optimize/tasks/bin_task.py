@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
@@ -144,7 +144,18 @@ def _stats(task: BinTask, metadata: Any, source: Any) -> str:
     )
 
 
-def _rewrite(task: BinTask, storage: Storage, local: bool) -> Rewritten:
+class _Stopped(Exception):
+    """The driver cancelled this bin while it ran (the time budget's grace period ended)."""
+
+
+def _stoppable(tables: Iterable[Any], stop: Callable[[], bool] | None) -> Iterator[Any]:
+    for t in tables:
+        if stop is not None and stop():
+            raise _Stopped
+        yield t
+
+
+def _rewrite(task: BinTask, storage: Storage, local: bool, stop: Callable[[], bool] | None) -> Rewritten:
     started = time.perf_counter()
     target = arrow_schema(with_hidden_fields(task.fields, task.row_tracking))
     tables = read_live_tables(
@@ -156,6 +167,7 @@ def _rewrite(task: BinTask, storage: Storage, local: bool) -> Rewritten:
         by_id=task.by_id,
         row_tracking=task.row_tracking,
     )
+    tables = _stoppable(tables, stop)
     if local:
         os.makedirs(os.path.dirname(task.output), exist_ok=True)
         rows, metadata = _write(tables, task.output, task, target)
@@ -179,12 +191,18 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def run_bin(task: BinTask, storage: Storage, *, local: bool) -> Outcome:
-    """Rewrite one bin; never raises for a bin that fails (the outcome says why, typed)."""
+def run_bin(task: BinTask, storage: Storage, *, local: bool, stop: Callable[[], bool] | None = None) -> Outcome:
+    """Rewrite one bin; never raises for a bin that fails (the outcome says why, typed).
+
+    ``stop``: asked between row groups; True abandons the bin (its partial file is deleted).
+    """
     if task.deadline is not None and time.time() >= task.deadline:
         return NotStarted(task.bin_id, "the time budget was spent before this bin started")
     try:
-        return _rewrite(task, storage, local)
+        return _rewrite(task, storage, local, stop)
+    except _Stopped:
+        _discard(storage, task.output)
+        return NotStarted(task.bin_id, "cancelled while it ran: the time budget's grace period ended")
     except NeedsSparkRewrite as exc:
         _discard(storage, task.output)
         return Fallback(task.bin_id, str(exc))

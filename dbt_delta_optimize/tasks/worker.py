@@ -9,15 +9,16 @@ module-level state in the package, and it lives only on the task side.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .bin_task import run_bin
-from .messages import StoreRef, decode_task, encode
+from .messages import BinTask, Outcome, StoreRef, decode_task, encode
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
 
-__all__ = ["run_text", "task_storage"]
+__all__ = ["run_task", "run_text", "task_storage"]
 
 _STORES: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
 _LOCK = threading.Lock()
@@ -35,8 +36,12 @@ def task_storage(store: StoreRef) -> tuple[Storage, bool]:
     return storage, isinstance(storage, LocalStorage)
 
 
-def run_text(text: str) -> str:
-    """One message in, one outcome out (JSON text both ways)."""
-    task = decode_task(text)
+def run_task(task: BinTask, stop: Callable[[], bool] | None = None) -> Outcome:
+    """One bin task, with this process's storage for its table."""
     storage, local = task_storage(task.store)
-    return encode(run_bin(task, storage, local=local))
+    return run_bin(task, storage, local=local, stop=stop)
+
+
+def run_text(text: str) -> str:
+    """One message in, one outcome out (JSON text both ways): what a Spark task runs."""
+    return encode(run_task(decode_task(text)))
