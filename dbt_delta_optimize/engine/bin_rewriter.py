@@ -183,6 +183,7 @@ class BinRewriter:
             "compression": codec,
             "row_tracking": self._row_tracking_spec(b),
             "by_id": self._by_id,
+            "row_group_copy_min_bytes": self._copy_min_bytes(b),
         }
         if self._store is not None:
             spec["store"] = self._store
@@ -197,6 +198,16 @@ class BinRewriter:
             log.warning("rewriting %s with Spark instead of Arrow: %s", b.describe(), result["fallback"])
             return None
         return (self._add_file(b, dest, log_path),)
+
+    def _copy_min_bytes(self, b: Bin) -> int:
+        """The row-group copy's threshold for this bin; 0 when it is off or no input is that large."""
+        from ..plan.config import parse_size
+        from ..tasks.parquet_copy import DEFAULT_MIN_BYTES
+
+        key = "spark.dbt_delta_optimize.rowGroupCopyMinBytes"
+        raw = self.engine.conf(key)
+        min_bytes = DEFAULT_MIN_BYTES if raw is None else parse_size(raw, key=key)
+        return min_bytes if min_bytes > 0 and any(f.size >= min_bytes for f in b.files) else 0
 
     def _clustered(self, b: Bin, staging: str) -> tuple[AddFile, ...]:
         """Z-order/Hilbert: range-partition the partition along the curve into max(1, bytes/maxFileSize) files."""

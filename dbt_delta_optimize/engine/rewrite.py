@@ -10,6 +10,7 @@ cannot represent faithfully (legacy-calendar files, unconvertible schemas) raise
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -145,12 +146,16 @@ def rewrite_files(
     deleted: Callable[[Mapping[str, Any]], Any] | None = None,
     row_tracking: Mapping[str, Any] | None = None,
     by_id: bool = False,
+    copy_min_bytes: int = 0,
+    copy_report: list[Any] | None = None,
 ) -> int:
     """Stream ``inputs`` (opened by ``opener``, else as local files) into one local Parquet file at ``output``.
 
     An input with a deletion vector loses the rows it deletes (``deleted`` decodes the DV into a
     ``DeletedRows``). ``row_tracking`` (``row_tracking_spec``): also write each row's stable row id
     and commit version, from its physical position (before deleted rows are dropped).
+    ``copy_min_bytes`` > 0: row groups that large are copied byte for byte when the bin allows it
+    (``tasks.parquet_copy``; its ``CopyResult`` is appended to ``copy_report``).
     Returns the number of rows written.
     """
     import pyarrow as pa
@@ -161,6 +166,14 @@ def rewrite_files(
     buffered: list[Any] = []
     buffered_bytes = 0
     os.makedirs(os.path.dirname(output), exist_ok=True)
+    if copy_min_bytes > 0:  # the row-group copy first; None: not copyable, nothing written
+        copied = _copy_row_groups(
+            inputs, output, target, copy_min_bytes, compression, row_group_bytes, opener, deleted, row_tracking, by_id
+        )
+        if copy_report is not None and copied is not None:
+            copy_report.append(copied)
+        if copied is not None and copied.fallback is None:
+            return int(copied.rows)
     writer = pq.ParquetWriter(
         output,
         target,
@@ -201,6 +214,69 @@ def rewrite_files(
         raise
     writer.close()
     return rows
+
+
+def _open_local(path: str) -> Any:
+    return open(path, "rb")
+
+
+def _copy_row_groups(
+    inputs: Sequence[str | Mapping[str, Any]],
+    output: str,
+    target: Any,
+    min_bytes: int,
+    compression: str,
+    row_group_bytes: int,
+    opener: Callable[[str], Any] | None,
+    deleted: Callable[[Mapping[str, Any]], Any] | None,
+    row_tracking: Mapping[str, Any] | None,
+    by_id: bool,
+) -> Any:
+    """The row-group copy into ``output`` (a ``CopyResult``); when it falls back, ``output`` is removed."""
+    from ..tasks.parquet_copy import CopyInput, Reason, copy_compact
+
+    dvs = [None if isinstance(i, str) else i.get("deletionVector") for i in inputs]
+    if any(dvs) and deleted is None:
+        return None  # the usual path reports it
+    removed: dict[int, Any] = {}
+
+    def conform(table: Any, *, input_index: int, first_row: int) -> Any:
+        table = _conform(table, target, by_id=by_id)
+        fill = _row_tracking_filler(row_tracking, input_index)
+        table = fill(table, first_row) if fill is not None else table
+        dv = dvs[input_index]
+        if dv and deleted is not None:
+            if input_index not in removed:
+                removed[input_index] = deleted(dv)
+            keep = removed[input_index].keep(first_row, table.num_rows)
+            table = table if keep is None else table.filter(keep)
+        return table
+
+    items = [
+        CopyInput(
+            input_path(i), reencode=Reason("deletion_vectors", f"{input_path(i)} has a deletion vector") if dv else None
+        )
+        for i, dv in zip(inputs, dvs)
+    ]
+    try:
+        with open(output, "wb") as sink:
+            result = copy_compact(
+                items,
+                sink,
+                schema=target,
+                opener=opener or _open_local,
+                min_bytes=min_bytes,
+                compression=compression,
+                row_group_bytes=row_group_bytes,
+                conform=conform,
+                materialized=[row_tracking["row_id"], row_tracking["commit_version"]] if row_tracking else (),
+            )
+    except BaseException:
+        os.unlink(output)
+        raise
+    if result.fallback is not None:
+        os.unlink(output)
+    return result
 
 
 def _with_hidden_fields(
@@ -256,6 +332,7 @@ def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] 
     from ..delta.deletion_vectors import load_deleted_rows
 
     root = spec.get("root") or (spec.get("store") or {}).get("base", "")
+    copied: list[Any] = []
     try:
         rows = rewrite_files(
             spec["inputs"],
@@ -267,7 +344,10 @@ def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] 
             deleted=lambda dv: load_deleted_rows(dv, root=root, storage=storage),
             row_tracking=spec.get("row_tracking"),
             by_id=spec.get("by_id", False),
+            copy_min_bytes=spec.get("row_group_copy_min_bytes", 0),
+            copy_report=copied,
         )
     except NeedsSparkRewrite as exc:
         return {"fallback": str(exc)}
-    return {"rows": rows, "size": os.stat(output).st_size}
+    copy = {"copy": dataclasses.asdict(copied[0])} if copied else {}
+    return {"rows": rows, "size": os.stat(output).st_size, **copy}

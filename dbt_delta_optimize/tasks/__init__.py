@@ -1,0 +1,1 @@
+"""Code that runs inside Spark tasks: plain Python on pyarrow, no pyspark (imports nothing heavy here)."""
