@@ -82,10 +82,11 @@ def run_delta_rs(spark, path: str) -> tuple[int, int]:
 
 
 ENGINES = {
-    "ours (copy)": lambda spark, p: run_ours(spark, p, str(32 * 1024 * 1024)),
+    "ours (copy)": lambda spark, p: run_ours(spark, p, MIN_BYTES[0]),
     "ours (copy off)": lambda spark, p: run_ours(spark, p, "0"),
     "delta-rs": run_delta_rs,
 }
+MIN_BYTES = ["32m"]  #: the copy's threshold (--min-bytes), the default rowGroupCopyMinBytes
 
 
 def main() -> int:
@@ -93,8 +94,10 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--rows", type=int, default=1_200_000, help="rows per file (one row group each)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--min-bytes", default="32m", help="rowGroupCopyMinBytes for ours (copy)")
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
+    MIN_BYTES[0] = args.min_bytes
 
     import pyarrow.parquet as pq
 

@@ -193,8 +193,7 @@ def _annotation(e: Any) -> str | None:
 def _logical(e: Any) -> Any:
     """What an element's values mean: its logical type if it has one, else its converted type (+ decimal)."""
     if e.logicalType is not None:
-        t = thrift()
-        return encode(t.FileMetaData(version=0, schema=[t.SchemaElement(name=b"", logicalType=e.logicalType)]))
+        return e.logicalType  # thriftpy2 structs compare by value
     return (e.converted_type, e.scale, e.precision)
 
 
