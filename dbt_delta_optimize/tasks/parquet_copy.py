@@ -19,7 +19,6 @@ it is written once, front to back, never sought or read.
 
 from __future__ import annotations
 
-import copy as _copy
 import io
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -32,15 +31,14 @@ from .parquet_footer import (
     Footer,
     FooterError,
     chunk_span,
-    encode,
     footer_of_bytes,
-    is_int96,
     leaf_paths,
     pyarrow_metadata,
     read_footer,
     schema_difference,
     thrift,
 )
+from .parquet_sink import ParquetOutput, Sink, rg_bytes, span
 
 __all__ = [
     "DEFAULT_MIN_BYTES",
@@ -63,7 +61,6 @@ DEFAULT_MIN_BYTES = 32 * 1024 * 1024
 DEFAULT_ROW_GROUP_BYTES = 128 * 1024 * 1024
 #: Footer keys Spark writes when values use the legacy hybrid calendar (must be rebased by Spark).
 LEGACY_CALENDAR_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
-_BLOCK = 32 * 1024 * 1024  #: one read while copying (bounds memory: at most two blocks in flight)
 _MAX_GAP = 1024 * 1024  #: neighbouring copied row groups closer than this are read as one range
 #: parquet-mr before 1.10 wrote wrong chunk sizes and statistics in some cases: never copy from it.
 _UNTRUSTED_WRITERS = tuple(f"parquet-mr version 1.{minor}." for minor in range(10))
@@ -104,12 +101,6 @@ class CopyInput:
     size: int | None = None
     #: the caller's reason never to copy this file (e.g. ``Reason("deletion_vectors", ...)``): re-encoded
     reencode: Reason | None = None
-
-
-class Sink(Protocol):
-    """Where the output goes: written front to back, never sought or read."""
-
-    def write(self, data: bytes, /) -> Any: ...
 
 
 class Conform(Protocol):
@@ -162,7 +153,7 @@ class CopyPlan:
 
     @property
     def bytes_copied(self) -> int:
-        return sum(_rg_bytes(rg) for p in self.inputs for rg, c in zip(p.footer.meta.row_groups, p.copy) if c)
+        return sum(rg_bytes(rg) for p in self.inputs for rg, c in zip(p.footer.meta.row_groups, p.copy) if c)
 
 
 @dataclass(frozen=True)
@@ -186,10 +177,6 @@ class CopyResult:
 
 
 # ---------------------------------------------------------------------------- planning
-def _rg_bytes(rg: Any) -> int:
-    return sum(c.meta_data.total_compressed_size for c in rg.columns if c.meta_data is not None)
-
-
 def _name(footer: Footer) -> str:
     return os.path.basename(footer.path.rstrip("/")) or footer.path
 
@@ -276,7 +263,7 @@ def _input_plan(
 ) -> InputPlan:
     """Which of one input's row groups are copied: the large ones, when nothing speaks against it."""
     groups = footer.meta.row_groups
-    large = tuple(_rg_bytes(rg) >= min_bytes for rg in groups)
+    large = tuple(rg_bytes(rg) >= min_bytes for rg in groups)
     none = tuple(False for _ in groups)
     if not any(large):
         return InputPlan(footer, none)
@@ -308,7 +295,7 @@ def _bin_reason(footers: Sequence[Footer], min_bytes: int) -> Reason | None:
     for f in footers:
         if any(k in f.key_values for k in LEGACY_CALENDAR_KEYS):
             return Reason("legacy_calendar", f"{_name(f)} uses Spark's legacy hybrid calendar")
-    if not any(_rg_bytes(rg) >= min_bytes for f in footers for rg in f.meta.row_groups):
+    if not any(rg_bytes(rg) >= min_bytes for f in footers for rg in f.meta.row_groups):
         return Reason("small_row_groups", f"no row group of {len(footers)} files reaches {min_bytes} bytes")
     return None
 
@@ -359,181 +346,6 @@ def plan_copy(
     return best
 
 
-# ---------------------------------------------------------------------------- writing
-def _read_range(fh: BinaryIO, start: int, length: int, path: str) -> bytes:
-    fh.seek(start)
-    parts = []
-    left = length
-    while left:
-        data = fh.read(left)
-        if not data:
-            from ..errors import DataFileError
-
-            raise DataFileError(f"{path} ended {left} bytes early while copying it", path=path, reason="truncated")
-        parts.append(data)
-        left -= len(data)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def _blocks(fh: BinaryIO, start: int, end: int, path: str, pool: ThreadPoolExecutor) -> Iterator[bytes]:
-    """The bytes [start, end) of a file in blocks, the next block read while the caller writes this one."""
-    offsets = list(range(start, end, _BLOCK))
-    pending = pool.submit(_read_range, fh, offsets[0], min(_BLOCK, end - offsets[0]), path) if offsets else None
-    for i in range(len(offsets)):
-        assert pending is not None
-        data = pending.result()
-        nxt = offsets[i + 1] if i + 1 < len(offsets) else None
-        pending = pool.submit(_read_range, fh, nxt, min(_BLOCK, end - nxt), path) if nxt is not None else None
-        yield data
-
-
-def _clean_statistics(md: Any) -> None:
-    """Keep only statistics a reader of the output may trust as written by its writer.
-
-    Inexact (truncated) bounds and INT96 bounds are dropped, as are the deprecated min/max when the
-    exact ``min_value``/``max_value`` are absent (old writers ordered those by signed bytes).
-    Null counts stay. A dropped bound only means "unknown": the add action's stats read those values.
-    """
-    st = md.statistics
-    if st is None:
-        return
-    inexact = st.is_max_value_exact is False or st.is_min_value_exact is False
-    if inexact or is_int96(md) or st.min_value is None or st.max_value is None:
-        st = _copy.copy(st)
-        st.min = st.max = st.min_value = st.max_value = None
-        st.is_max_value_exact = st.is_min_value_exact = None
-        md.statistics = st
-
-
-def _moved_chunk(chunk: Any, delta: int, path: list[bytes], clean: bool) -> Any:
-    """A column chunk's footer entry after its bytes moved by ``delta``."""
-    c = _copy.copy(chunk)
-    md = c.meta_data = _copy.copy(chunk.meta_data)
-    md.data_page_offset += delta
-    if md.dictionary_page_offset is not None and md.dictionary_page_offset > 0:
-        md.dictionary_page_offset += delta
-    md.bloom_filter_offset = md.bloom_filter_length = None
-    md.path_in_schema = path
-    if clean:
-        _clean_statistics(md)
-    c.file_offset = chunk.file_offset + delta if chunk.file_offset else 0
-    c.offset_index_offset = c.offset_index_length = c.column_index_offset = c.column_index_length = None
-    return c
-
-
-def _moved_row_group(rg: Any, delta: int, paths: list[list[bytes]], ordinal: int, *, clean: bool) -> Any:
-    columns = [_moved_chunk(c, delta, p, clean) for c, p in zip(rg.columns, paths)]
-    out = _copy.copy(rg)
-    out.columns = columns
-    out.file_offset = chunk_span(columns[0])[0] if columns else None
-    out.total_compressed_size = sum(c.meta_data.total_compressed_size for c in columns)
-    out.ordinal = ordinal if ordinal < 2**15 else None
-    return out
-
-
-def _span(rg: Any) -> tuple[int, int]:
-    spans = [chunk_span(c) for c in rg.columns]
-    return min(s for s, _ in spans), max(e for _, e in spans)
-
-
-class _Output:
-    """The output file as it is written: position, row groups so far, counts."""
-
-    def __init__(self, sink: Sink, plan: CopyPlan, target: Any, compression: str, row_group_bytes: int) -> None:
-        self.sink = sink
-        self.plan = plan
-        self.target = target
-        self.kwargs = writer_kwargs(plan.options, compression)
-        self.row_group_bytes = row_group_bytes
-        self.paths = leaf_paths(plan.reference.meta.schema)
-        self.position = 0
-        self.row_groups: list[Any] = []
-        self.rows = 0
-        self.buffered: list[Any] = []
-        self.buffered_bytes = 0
-        self.counts = {"copied": 0, "bytes_copied": 0, "reencoded": 0, "bytes_reencoded": 0}
-        self.write(MAGIC)
-
-    def write(self, data: bytes) -> None:
-        self.sink.write(data)
-        self.position += len(data)
-
-    def copied(self, fh: BinaryIO, footer: Footer, indices: list[int], pool: ThreadPoolExecutor) -> None:
-        """Copy consecutive row groups of one input as one byte range; record their moved footer entries."""
-        groups = [footer.meta.row_groups[i] for i in indices]
-        start, end = _span(groups[0])[0], _span(groups[-1])[1]
-        delta = self.position - start
-        for block in _blocks(fh, start, end, footer.path, pool):
-            self.write(block)
-        for rg in groups:
-            self.row_groups.append(_moved_row_group(rg, delta, self.paths, len(self.row_groups), clean=True))
-            self.rows += rg.num_rows
-            self.counts["copied"] += 1
-            self.counts["bytes_copied"] += _rg_bytes(rg)
-
-    def reencoded(self, table: Any, source_bytes: int) -> None:
-        """Buffer a small row group's rows; write a merged row group once enough are buffered."""
-        self.counts["reencoded"] += 1
-        self.counts["bytes_reencoded"] += source_bytes
-        if table.num_rows:
-            self.buffered.append(table)
-            self.buffered_bytes += table.nbytes
-        if self.buffered_bytes >= self.row_group_bytes:
-            self.flush()
-
-    def flush(self) -> None:
-        """Encode the buffered rows as one row group (pyarrow, in memory) and append its column chunks."""
-        if not self.buffered:
-            return
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.concat_tables(self.buffered)
-        self.buffered, self.buffered_bytes = [], 0
-        buf = io.BytesIO()
-        with pq.ParquetWriter(buf, self.target, **self.kwargs) as writer:
-            writer.write_table(table, row_group_size=max(1, table.num_rows))
-        data = buf.getbuffer()
-        written = footer_of_bytes(data)
-        diff = schema_difference(written.meta.schema, self.plan.reference.meta.schema)
-        if diff is not None:
-            from ..errors import ValidationError
-
-            raise ValidationError(f"the row-group copy's re-encoded rows do not have the output's schema: {diff}")
-        groups = written.meta.row_groups
-        start, end = _span(groups[0])[0], _span(groups[-1])[1]
-        delta = self.position - start
-        self.write(bytes(data[start:end]))
-        for rg in groups:
-            self.row_groups.append(_moved_row_group(rg, delta, self.paths, len(self.row_groups), clean=False))
-            self.rows += rg.num_rows
-
-    def close(self) -> CopyResult:
-        self.flush()
-        ref = self.plan.reference.meta
-        meta = thrift().FileMetaData(
-            version=ref.version,
-            schema=ref.schema,
-            num_rows=self.rows,
-            row_groups=self.row_groups,
-            key_value_metadata=ref.key_value_metadata,
-            created_by=ref.created_by,
-            column_orders=ref.column_orders,
-        )
-        raw = encode(meta)
-        self.write(raw + len(raw).to_bytes(4, "little") + MAGIC)
-        return CopyResult(
-            rows=self.rows,
-            size=self.position,
-            row_groups_copied=self.counts["copied"],
-            bytes_copied=self.counts["bytes_copied"],
-            row_groups_reencoded=self.counts["reencoded"],
-            bytes_reencoded=self.counts["bytes_reencoded"],
-            row_groups_written=len(self.row_groups),
-            reencoded_because=tuple(p.reason for p in self.plan.inputs if p.reason is not None),
-        )
-
-
 # ---------------------------------------------------------------------------- entry
 def _default_conform(target: Any) -> Conform:
     """Columns by name in the output's order and types (a missing column is all null)."""
@@ -564,7 +376,7 @@ def _runs(plan: InputPlan) -> Iterator[tuple[bool, list[int]]]:
                 run = []
             yield False, [i]
             continue
-        if run and _span(rg)[0] - _span(groups[run[-1]])[1] > _MAX_GAP:
+        if run and span(rg)[0] - span(groups[run[-1]])[1] > _MAX_GAP:
             yield True, run
             run = []
         run.append(i)
@@ -573,7 +385,7 @@ def _runs(plan: InputPlan) -> Iterator[tuple[bool, list[int]]]:
 
 
 def _write_input(
-    out: _Output, index: int, plan: InputPlan, fh: BinaryIO, conform: Conform, pool: ThreadPoolExecutor
+    out: ParquetOutput, index: int, plan: InputPlan, fh: BinaryIO, conform: Conform, pool: ThreadPoolExecutor
 ) -> None:
     """Copy one input's copied row groups and feed its others, conformed, to the re-encoder."""
     import pyarrow.parquet as pq
@@ -585,13 +397,13 @@ def _write_input(
     pf = None
     for copied, indices in _runs(plan):
         if copied:
-            out.copied(fh, footer, indices, pool)
+            out.copy(fh, footer, indices, pool)
             continue
         if pf is None:
             pf = pq.ParquetFile(fh, metadata=pyarrow_metadata(footer), coerce_int96_timestamp_unit="us")
         (i,) = indices
         table = conform(pf.read_row_group(i), input_index=index, first_row=starts[i])
-        out.reencoded(table, _rg_bytes(footer.meta.row_groups[i]))
+        out.reencode(table, rg_bytes(footer.meta.row_groups[i]))
 
 
 def write_plan(
@@ -605,13 +417,23 @@ def write_plan(
     conform: Conform | None = None,
 ) -> CopyResult:
     """Write the bin ``plan`` describes into ``sink``: one Parquet file, front to back."""
-    out = _Output(sink, plan, schema, compression, row_group_bytes)
+    out = ParquetOutput(sink, plan.reference, schema, writer_kwargs(plan.options, compression), row_group_bytes)
     conform = conform or _default_conform(schema)
     with ThreadPoolExecutor(1, thread_name_prefix="ddo-copy-read") as pool:
         for index, input_plan in enumerate(plan.inputs):
             with opener(input_plan.footer.path) as fh:
                 _write_input(out, index, input_plan, fh, conform, pool)
-    return out.close()
+    written = out.close()
+    return CopyResult(
+        rows=written.rows,
+        size=written.size,
+        row_groups_copied=written.row_groups_copied,
+        bytes_copied=written.bytes_copied,
+        row_groups_reencoded=written.row_groups_reencoded,
+        bytes_reencoded=written.bytes_reencoded,
+        row_groups_written=written.row_groups_written,
+        reencoded_because=tuple(p.reason for p in plan.inputs if p.reason is not None),
+    )
 
 
 def _early_reason(inputs: Sequence[CopyInput], min_bytes: int, reasons: Sequence[Reason]) -> Reason | None:
