@@ -45,6 +45,7 @@ def rg_bytes(rg: Any) -> int:
 
 
 def read_range(fh: BinaryIO, start: int, length: int, path: str) -> bytes:
+    """Exactly ``length`` bytes from ``start`` (a short file is a DataFileError, never a short copy)."""
     fh.seek(start)
     parts = []
     left = length
@@ -106,6 +107,7 @@ def _moved_chunk(chunk: Any, delta: int, path: list[bytes], clean: bool) -> Any:
 
 
 def moved_row_group(rg: Any, delta: int, paths: list[list[bytes]], ordinal: int, *, clean: bool) -> Any:
+    """A row group's footer entry after its bytes moved by ``delta``, as row group ``ordinal`` of the output."""
     columns = [_moved_chunk(c, delta, p, clean) for c, p in zip(rg.columns, paths)]
     out = _copy.copy(rg)
     out.columns = columns
@@ -116,6 +118,7 @@ def moved_row_group(rg: Any, delta: int, paths: list[list[bytes]], ordinal: int,
 
 
 def span(rg: Any) -> tuple[int, int]:
+    """(start, end) of a row group's column chunks in its file."""
     spans = [chunk_span(c) for c in rg.columns]
     return min(s for s, _ in spans), max(e for _, e in spans)
 
