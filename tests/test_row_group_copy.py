@@ -209,7 +209,9 @@ def test_files_with_deletion_vectors_are_re_encoded_and_the_rest_copied(spark, t
     assert len(_files(path)) == 1
     assert _copied(_groups(clean), path) == 2  # the files without a DV
     assert _copied(_groups([f for f in before_files if f not in clean]), path) == 0
-    assert_same_rows(spark, path, before)
+    # deltalake 1.6 reads no table with the deletionVectors feature: delta-spark, pyarrow and DuckDB do.
+    assert rows_spark(spark, path) == before
+    assert _duck(_files(path)) == [r for r in _duck(before_files) if r[0] not in (5, 6)]
     assert 5 not in {r[0] for r in rows_spark(spark, path, ["id"])}
 
 
