@@ -469,3 +469,22 @@ def test_no_thrift_library_falls_back(monkeypatch, mixed):
 
 def test_thrift_module_loads_from_package_data():
     assert thrift().FileMetaData.__name__ == "FileMetaData"
+
+
+def test_the_shipped_zip_carries_the_footer_idl(tmp_path):
+    """Executors import the package from the zip Spark ships: the IDL is in it and loads from there."""
+    import subprocess
+    import sys
+
+    from dbt_delta_optimize.engine.python_tasks import package_zip
+
+    archive = package_zip(str(tmp_path))
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from dbt_delta_optimize.tasks import parquet_footer as f;"
+        "assert f.__file__.startswith(sys.argv[1]), f.__file__;"
+        "print(f.thrift().FileMetaData.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, archive], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "FileMetaData"
