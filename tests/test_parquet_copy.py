@@ -488,3 +488,14 @@ def test_the_shipped_zip_carries_the_footer_idl(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, archive], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "FileMetaData"
+
+
+def test_int96_is_never_chosen_with_a_timestamp_ntz_column(tmp_path):
+    """INT96 inputs of a table with a TIMESTAMP_NTZ column are re-encoded (Spark reads no NTZ from INT96)."""
+    fields = [FIELDS[0], {"name": "local", "type": "timestamp_ntz", "nullable": True, "metadata": {}}]
+    target = arrow_schema(fields)
+    data = pa.table({"id": list(range(3000)), "local": [datetime.datetime(2020, 1, 1)] * 3000}).cast(target)
+    a = write(str(tmp_path / "a.parquet"), data, 3000, use_deprecated_int96_timestamps=True)
+    sink = WriteOnly()
+    result = copy_compact([CopyInput(a)], sink, schema=target, opener=opener, min_bytes=MIN)
+    assert result.fallback.kind == "schema" and sink.parts == []

@@ -194,7 +194,7 @@ def test_files_with_deletion_vectors_are_re_encoded_and_the_rest_copied(spark, t
         f"CREATE TABLE delta.`{path}` (id BIGINT, s STRING, b BOOLEAN) USING delta "
         "TBLPROPERTIES ('delta.enableDeletionVectors'='true')"
     )
-    spark.range(0, 9000, 1, 3).selectExpr(*SPARK_EXPRS[:2], "id % 2 = 0 as b").write.format("delta").mode(
+    spark.range(0, 3000, 1, 3).selectExpr(*SPARK_EXPRS[:2], "id % 2 = 0 as b").write.format("delta").mode(
         "append"
     ).save(path)
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id IN (5, 6)")  # both in the first file: one DV

@@ -191,14 +191,18 @@ def _reference(target: Any, options: WriterOptions) -> Footer:
 
 
 def _candidate_options(target: Any) -> list[WriterOptions]:
-    """The writer settings worth trying: only those that change a column of this schema."""
+    """The writer settings worth trying: only those that change a column of this schema.
+
+    INT96 only when every timestamp is a UTC one: INT96 means an instant to Spark, which refuses
+    to read it as a TIMESTAMP_NTZ column (and pyarrow would write every timestamp as INT96).
+    """
     import pyarrow as pa
 
     kinds: set[str] = set()
 
     def visit(t: Any) -> None:
         if pa.types.is_timestamp(t):
-            kinds.add("ts")
+            kinds.add("ts" if t.tz is not None else "ntz")
         elif pa.types.is_decimal(t) and t.precision <= 18:
             kinds.add("dec")
         elif pa.types.is_struct(t):
@@ -214,7 +218,7 @@ def _candidate_options(target: Any) -> list[WriterOptions]:
         visit(f.type)
     return [
         WriterOptions(int96, dec)
-        for int96 in ((False, True) if "ts" in kinds else (False,))
+        for int96 in ((False, True) if "ts" in kinds and "ntz" not in kinds else (False,))
         for dec in ((False, True) if "dec" in kinds else (False,))
     ]
 
