@@ -7,7 +7,7 @@ decoded and re-encoded), and delta-rs ``optimize.compact``. Each run works on it
 the table (data files hard-linked: compaction only adds files), the order alternates over the
 repeats, and the medians and ratios are printed.
 
-    .venv/bin/python bench/row_group_copy.py                  # 10 files x 1.2M rows (~560 MB)
+    .venv/bin/python bench/row_group_copy.py                  # 10 files x 1.6M rows (~525 MB)
     .venv/bin/python bench/row_group_copy.py --files 8 --rows 1500000 --repeats 3
 """
 
@@ -92,7 +92,7 @@ MIN_BYTES = ["32m"]  #: the copy's threshold (--min-bytes), the default rowGroup
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=10)
-    ap.add_argument("--rows", type=int, default=1_200_000, help="rows per file (one row group each)")
+    ap.add_argument("--rows", type=int, default=1_600_000, help="rows per file (one row group each)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--min-bytes", default="32m", help="rowGroupCopyMinBytes for ours (copy)")
     ap.add_argument("--work", default=None)
