@@ -499,3 +499,15 @@ def test_int96_is_never_chosen_with_a_timestamp_ntz_column(tmp_path):
     sink = WriteOnly()
     result = copy_compact([CopyInput(a)], sink, schema=target, opener=opener, min_bytes=MIN)
     assert result.fallback.kind == "schema" and sink.parts == []
+
+
+def test_the_result_carries_the_output_metadata(mixed, tmp_path):
+    """A streaming upload cannot be read back: the result's footer gives the output's metadata (for stats)."""
+    from dbt_delta_optimize.inspect.stats import stats_from_parquet
+
+    out = str(tmp_path / "out.parquet")
+    with open(out, "wb") as sink:
+        result = copy_compact([CopyInput(p) for p in mixed], sink, schema=TARGET, opener=opener, min_bytes=MIN)
+    metadata = result.metadata()
+    assert metadata.equals(pq.read_metadata(out))
+    assert stats_from_parquet(metadata, SCHEMA, [], {}) == stats_from_parquet(pq.read_metadata(out), SCHEMA, [], {})

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from dbt_delta_optimize.engine.rewrite import arrow_schema, rewrite_files
 from dbt_delta_optimize.inspect.stats import stats_from_file
 from dbt_delta_optimize.tasks.parquet_copy import CopyInput, copy_compact
-from dbt_delta_optimize.tasks.parquet_footer import footer_of_bytes
+from dbt_delta_optimize.tasks.parquet_footer import chunk_span, footer_of_bytes
 from tests.helpers import _key
 
 PRIMITIVES = [
@@ -232,6 +232,20 @@ def _rows_arrow(t: pa.Table) -> list[tuple]:
     return _sorted(t.to_pylist())
 
 
+def _verbatim(inputs: list[str], output: str) -> int:
+    """How many row groups of ``inputs`` appear byte for byte in ``output``."""
+    with open(output, "rb") as fh:
+        out = fh.read()
+    found = 0
+    for p in inputs:
+        with open(p, "rb") as fh:
+            data = fh.read()
+        for rg in footer_of_bytes(data, p).meta.row_groups:
+            spans = [chunk_span(c) for c in rg.columns]
+            found += out.find(data[spans[0][0] : spans[-1][1]]) >= 0
+    return found
+
+
 def _last_adds(path: str) -> list[dict[str, Any]]:
     logs = sorted(n for n in os.listdir(os.path.join(path, "_delta_log")) if n.endswith(".json"))
     with open(os.path.join(path, "_delta_log", logs[-1])) as fh:
@@ -277,6 +291,8 @@ def test_through_delta_rs_our_optimize_and_delta_spark(spark, fields, sizes, see
             optimize(spark, path)
         finally:
             spark.conf.unset("spark.dbt_delta_optimize.rowGroupCopyMinBytes")
+        (output,) = [u.removeprefix("file://") for u in DeltaTable(path).file_uris()]
+        assert _verbatim(local, output) >= 1, "no row group was copied"
         assert _rows_arrow(DeltaTable(path).to_pyarrow_table()) == expected
         assert _rows_spark(spark, path) == expected
         (add,) = _last_adds(path)

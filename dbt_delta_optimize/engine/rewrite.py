@@ -349,5 +349,5 @@ def _rewrite(spec: Mapping[str, Any], output: str, opener: Callable[[str], Any] 
         )
     except NeedsSparkRewrite as exc:
         return {"fallback": str(exc)}
-    copy = {"copy": dataclasses.asdict(copied[0])} if copied else {}
+    copy = {"copy": {k: v for k, v in dataclasses.asdict(copied[0]).items() if k != "footer"}} if copied else {}
     return {"rows": rows, "size": os.stat(output).st_size, **copy}

@@ -31,6 +31,7 @@ from .parquet_footer import (
     Footer,
     FooterError,
     chunk_span,
+    footer_metadata,
     footer_of_bytes,
     leaf_paths,
     pyarrow_metadata,
@@ -170,10 +171,16 @@ class CopyResult:
     fallback: Reason | None = None
     #: why an input's large row groups were re-encoded anyway (one entry per such input)
     reencoded_because: tuple[Reason, ...] = field(default=())
+    #: the output's footer (Thrift bytes); ``metadata()`` turns it into pyarrow's, for the add action's stats
+    footer: bytes = field(default=b"", repr=False)
 
     @property
     def copied(self) -> bool:
         return self.fallback is None
+
+    def metadata(self) -> Any:
+        """pyarrow's ``FileMetaData`` of the output (what ``stats_from_metadata`` takes), from ``footer``."""
+        return footer_metadata(self.footer)
 
 
 # ---------------------------------------------------------------------------- planning
@@ -437,6 +444,7 @@ def write_plan(
         bytes_reencoded=written.bytes_reencoded,
         row_groups_written=written.row_groups_written,
         reencoded_because=tuple(p.reason for p in plan.inputs if p.reason is not None),
+        footer=written.footer,
     )
 
 

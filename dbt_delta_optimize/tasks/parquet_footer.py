@@ -25,6 +25,7 @@ __all__ = [
     "chunk_span",
     "decode",
     "encode",
+    "footer_metadata",
     "footer_of_bytes",
     "leaf_paths",
     "pyarrow_metadata",
@@ -160,13 +161,17 @@ def _read_exactly(fh: BinaryIO, n: int, path: str) -> bytes:
     return b"".join(parts) if len(parts) != 1 else bytes(parts[0])
 
 
-def pyarrow_metadata(footer: Footer) -> Any:
-    """pyarrow's ``FileMetaData`` for this footer, without reading the file again."""
+def footer_metadata(raw: bytes) -> Any:
+    """pyarrow's ``FileMetaData`` for a footer's Thrift bytes (no file needed)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    fake = MAGIC + footer.raw + struct.pack("<I", len(footer.raw)) + MAGIC
-    return pq.read_metadata(pa.BufferReader(fake))
+    return pq.read_metadata(pa.BufferReader(MAGIC + raw + struct.pack("<I", len(raw)) + MAGIC))
+
+
+def pyarrow_metadata(footer: Footer) -> Any:
+    """pyarrow's ``FileMetaData`` for this footer, without reading the file again."""
+    return footer_metadata(footer.raw)
 
 
 def chunk_span(chunk: Any) -> tuple[int, int]:

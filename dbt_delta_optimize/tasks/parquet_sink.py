@@ -134,6 +134,7 @@ class Written:
     row_groups_reencoded: int  #: input row groups decoded and re-encoded
     bytes_reencoded: int  #: their compressed bytes in the inputs
     row_groups_written: int
+    footer: bytes  #: the new footer (Thrift): the output's metadata without reading the output back
 
 
 class ParquetOutput:
@@ -239,4 +240,5 @@ class ParquetOutput:
             c["reencoded"],
             c["bytes_reencoded"],
             len(self.row_groups),
+            raw,
         )
