@@ -77,26 +77,69 @@ def data_files(path: str) -> set[str]:
     return out
 
 
-def arrow_rewrite(inputs, output: str, fields: list[dict], *, row_tracking=None, by_id: bool = False):
+def arrow_rewrite(inputs, output: str, fields: list[dict], *, row_tracking=None, by_id: bool = False, copy_min_bytes=0):
     """Run one Arrow bin task on local files (what an executor runs), returning its outcome.
 
-    ``inputs``: paths, or ``InputFile`` messages (for row tracking's baseRowId/defaultRowCommitVersion).
+    ``inputs``: paths, ``InputFile`` messages (row tracking's baseRowId/defaultRowCommitVersion, deletion
+    vectors), or ``{"path", "deletionVector"}`` as logged.
     """
     from dbt_delta_optimize.delta.storage import LocalStorage
     from dbt_delta_optimize.tasks.bin_task import run_bin
     from dbt_delta_optimize.tasks.messages import BinTask, InputFile, StatsSpec, StoreRef
 
-    files = tuple(f if isinstance(f, InputFile) else InputFile(f, os.path.getsize(f)) for f in inputs)
+    def message(f):
+        if isinstance(f, InputFile):
+            return f
+        if isinstance(f, dict):
+            return InputFile(f["path"], os.path.getsize(f["path"]), f.get("deletionVector"))
+        return InputFile(f, os.path.getsize(f))
+
     schema = {"type": "struct", "fields": list(fields)}
     task = BinTask(
         bin_id=0,
         store=StoreRef(os.path.dirname(output), {}),
-        inputs=files,
+        inputs=tuple(message(f) for f in inputs),
         output=output,
         fields=tuple(fields),
         compression="snappy",
         by_id=by_id,
         row_tracking=row_tracking,
         stats=StatsSpec(schema, (), {}, None, "UTC"),
+        copy_min_bytes=copy_min_bytes,
     )
     return run_bin(task, LocalStorage(), local=True)
+
+
+def rewrite_files(inputs, output: str, fields: list[dict], *, row_tracking=None, copy_min_bytes=0, copy_report=None):
+    """The rows one Arrow bin task writes (tests of the row-group copy): its copy report goes to ``copy_report``.
+
+    ``row_tracking``: ``{"row_id", "commit_version", "files": [[baseRowId, defaultRowCommitVersion], ...]}``.
+    A bin Arrow cannot write raises ``NeedsSparkRewrite``; a failed one ``RuntimeError``.
+    """
+    from types import SimpleNamespace
+
+    from dbt_delta_optimize.tasks.arrow_schema import NeedsSparkRewrite
+    from dbt_delta_optimize.tasks.messages import Fallback, InputFile, Rewritten, RowTrackingColumns
+    from dbt_delta_optimize.tasks.parquet_copy import Reason
+
+    columns = None
+    if row_tracking is not None:
+        columns = RowTrackingColumns(row_tracking["row_id"], row_tracking["commit_version"])
+        inputs = [InputFile(p, os.path.getsize(p), None, b, v) for p, (b, v) in zip(inputs, row_tracking["files"])]
+    outcome = arrow_rewrite(inputs, output, fields, row_tracking=columns, copy_min_bytes=copy_min_bytes)
+    if isinstance(outcome, Fallback):
+        raise NeedsSparkRewrite(outcome.reason)
+    if not isinstance(outcome, Rewritten):
+        raise RuntimeError(outcome)
+    if copy_report is not None and outcome.copy is not None:
+        c = outcome.copy
+        reasons = [Reason(kind, detail) for kind, detail in c.reasons]
+        copy_report.append(
+            SimpleNamespace(
+                row_groups_copied=c.row_groups_copied,
+                row_groups_reencoded=c.row_groups_reencoded,
+                fallback=reasons[0] if c.fallback else None,
+                reencoded_because=[] if c.fallback else reasons,
+            )
+        )
+    return outcome.rows

@@ -27,7 +27,7 @@ from ..delta.snapshot import Snapshot
 from ..delta.storage import LocalStorage, join
 from ..plan.planner import Bin, OptimizePlan
 from ..tasks.arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
-from ..tasks.messages import BinTask, InputFile, Rewritten, RowTrackingColumns, StatsSpec, StoreRef
+from ..tasks.messages import BinTask, CopyReport, InputFile, Rewritten, RowTrackingColumns, StatsSpec, StoreRef
 from .layout import new_file_location
 from .spark_engine import SparkEngine
 
@@ -46,6 +46,7 @@ class BinResult:
     bin: Bin
     adds: tuple[AddFile, ...]
     removes: tuple[RemoveFile, ...]
+    copy: CopyReport | None = None  #: what the row-group copy did (Arrow bins with a large enough input)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,21 @@ class BinRewriter:
             return False
         return self._arrow_reason is None
 
+    @cached_property
+    def copy_min_bytes(self) -> int:
+        """The row-group copy's threshold (``rowGroupCopyMinBytes``; 0 turns the copy off)."""
+        from ..plan.config import parse_size
+        from ..tasks.parquet_copy import DEFAULT_MIN_BYTES
+
+        key = "spark.dbt_delta_optimize.rowGroupCopyMinBytes"
+        raw = self.engine.conf(key)
+        return DEFAULT_MIN_BYTES if raw is None else parse_size(raw, key=key)
+
+    def _copy_min_bytes(self, b: Bin) -> int:
+        """The threshold for a bin, or 0 when no input is that large (its task then reads no footer twice)."""
+        threshold = self.copy_min_bytes
+        return threshold if threshold > 0 and any(f.size >= threshold for f in b.files) else 0
+
     def tasks(self, bins: Sequence[Bin], deadline: float | None) -> list[BinTask]:
         """One task message per bin (``bin_id`` = index), their outputs announced in one journal write.
 
@@ -236,6 +252,7 @@ class BinRewriter:
                 row_tracking=self.row_tracking_columns,
                 stats=self._stats_spec,
                 deadline=deadline,
+                copy_min_bytes=self._copy_min_bytes(b),
             )
             for i, (b, p) in enumerate(zip(bins, placed))
         ]
@@ -265,11 +282,11 @@ class BinRewriter:
             data_change=False,
             stats=outcome.stats,
         )
-        return self._result(b, (add,))
+        return self._result(b, (add,), outcome.copy)
 
-    def _result(self, b: Bin, adds: tuple[AddFile, ...]) -> BinResult:
+    def _result(self, b: Bin, adds: tuple[AddFile, ...], copy: CopyReport | None = None) -> BinResult:
         removes = tuple(f.remove(self.operation_timestamp, data_change=False) for f in b.files)
-        return BinResult(b, adds, removes)
+        return BinResult(b, adds, removes, copy)
 
     # ------------------------------------------------------------------ the Spark paths
     def _row_tracking_spec(self, b: Bin) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..delta.commit import CommitResult
 from ..delta.debris import STAGING_DIR, RunJournal, clean_debris
@@ -217,6 +217,7 @@ class OptimizeExecutor:
             num_bytes_left=sum(b.size for b in runner.left),
             failed_bins=tuple(f.to_dict() for f in runner.failures),
             dropped_bins=tuple(d.to_dict() for d in run.dropped),
+            **_copy_metrics(run.results),
         )
 
 
@@ -232,3 +233,24 @@ def _truthful(exc: CommitConflictError, run: _Run) -> CommitConflictError:
         winning_version=exc.winning_version,
         paths=exc.paths,
     )
+
+
+def _copy_metrics(results: Sequence[BinResult]) -> dict[str, Any]:
+    """The row-group copy's counts over the committed bins, and why bins were re-encoded."""
+    reports = [(r.bin, r.copy) for r in results if r.copy is not None]
+    return {
+        "row_groups_copied": sum(c.row_groups_copied for _, c in reports),
+        "bytes_copied": sum(c.bytes_copied for _, c in reports),
+        "row_groups_reencoded": sum(c.row_groups_reencoded for _, c in reports),
+        "bytes_reencoded": sum(c.bytes_reencoded for _, c in reports),
+        "copy_fallbacks": tuple(
+            {
+                "partition": dict(b.partition_values),
+                "files": len(b.files),
+                "wholeBin": c.fallback,
+                "reasons": [f"{kind}: {detail}" for kind, detail in c.reasons],
+            }
+            for b, c in reports
+            if c.reasons
+        ),
+    }

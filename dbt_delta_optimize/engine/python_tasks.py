@@ -37,7 +37,7 @@ SHIP_KEY = "spark.dbt_delta_optimize.shipPackage"
 SHIPPED_KEY = "spark.dbt_delta_optimize.shippedPackage"
 
 _PACKAGE = "dbt_delta_optimize"
-_DATA_SUFFIXES = (".py", ".typed", ".j2", ".properties")
+_DATA_SUFFIXES = (".py", ".typed", ".j2", ".properties", ".thrift")
 
 
 def is_connect(spark: Any) -> bool:

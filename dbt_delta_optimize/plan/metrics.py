@@ -129,6 +129,13 @@ class OptimizeMetrics:
     failed_bins: tuple[Mapping[str, Any], ...] = field(default=())
     #: bins left out because a concurrent commit removed or changed one of their files
     dropped_bins: tuple[Mapping[str, Any], ...] = field(default=())
+    #: the row-group copy: input row groups (and their compressed bytes) copied byte for byte or re-encoded
+    row_groups_copied: int = 0
+    bytes_copied: int = 0
+    row_groups_reencoded: int = 0
+    bytes_reencoded: int = 0
+    #: bins whose large row groups were re-encoded anyway, and why
+    copy_fallbacks: tuple[Mapping[str, Any], ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
-from .inputs import InputFileError, read_live_tables
-from .messages import BinTask, Failed, FailureKind, Fallback, NotStarted, Outcome, Rewritten, WorkerInfo
+from .inputs import InputFileError, filler, live_rows, read_live_tables
+from .messages import BinTask, CopyReport, Failed, FailureKind, Fallback, NotStarted, Outcome, Rewritten, WorkerInfo
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
@@ -155,9 +155,95 @@ def _stoppable(tables: Iterable[Any], stop: Callable[[], bool] | None) -> Iterat
         yield t
 
 
+class _LazySink:
+    """The output, opened on the first write: a copy that falls back has written nothing and opened nothing."""
+
+    def __init__(self, open_output: Callable[[], Any]) -> None:
+        self._open = open_output
+        self.raw: Any = None
+
+    def write(self, data: Any) -> int:
+        if self.raw is None:
+            self.raw = self._open()
+        return int(self.raw.write(data))
+
+    def close(self) -> None:
+        if self.raw is not None:
+            self.raw.close()
+
+
+def _copy_conform(task: BinTask, storage: Storage, target: Any) -> Callable[..., Any]:
+    """The per-row-group step of the usual rewrite, for the row groups the copy re-encodes."""
+    from ..delta.deletion_vectors import load_deleted_rows
+
+    deleted: dict[int, Any] = {}
+
+    def conform(table: Any, *, input_index: int, first_row: int) -> Any:
+        f = task.inputs[input_index]
+        if f.deletion_vector and input_index not in deleted:
+            deleted[input_index] = load_deleted_rows(f.deletion_vector, root=task.store.root, storage=storage)
+        fill = filler(task.row_tracking, f)
+        return live_rows(table, first_row, target, deleted.get(input_index), fill, by_id=task.by_id)
+
+    return conform
+
+
+def _try_copy(task: BinTask, storage: Storage, local: bool, target: Any) -> tuple[Rewritten | None, CopyReport]:
+    """The row-group copy (``tasks.parquet_copy``); None when the bin falls back to the usual rewrite."""
+    from .parquet_copy import CopyInput, Reason, copy_compact
+
+    started = time.perf_counter()
+    inputs = [
+        CopyInput(
+            f.path, f.size, Reason("deletion_vectors", f"{f.path} has a deletion vector") if f.deletion_vector else None
+        )
+        for f in task.inputs
+    ]
+    if local:
+        os.makedirs(os.path.dirname(task.output), exist_ok=True)
+    sink = _LazySink(lambda: storage.open_output(task.output))
+    try:
+        result = copy_compact(
+            inputs,
+            sink,
+            schema=target,
+            opener=storage.open_input,
+            min_bytes=task.copy_min_bytes,
+            compression=task.compression,
+            row_group_bytes=task.row_group_bytes,
+            conform=_copy_conform(task, storage, target),
+            materialized=[task.row_tracking.row_id, task.row_tracking.commit_version] if task.row_tracking else (),
+        )
+    finally:
+        sink.close()
+    reasons = tuple((r.kind, r.detail) for r in ((result.fallback,) if result.fallback else result.reencoded_because))
+    report = CopyReport(
+        result.row_groups_copied,
+        result.bytes_copied,
+        result.row_groups_reencoded,
+        result.bytes_reencoded,
+        result.fallback is not None,
+        reasons,
+    )
+    if not result.copied:
+        return None, report
+    source: Any = task.output if local else (lambda: storage.open_input(task.output))
+    stats = _stats(task, result.metadata(), source)
+    now = int(time.time() * 1000)
+    done = Rewritten(
+        task.bin_id, result.size, result.rows, stats, now, _worker(), time.perf_counter() - started, report
+    )
+    return done, report
+
+
 def _rewrite(task: BinTask, storage: Storage, local: bool, stop: Callable[[], bool] | None) -> Rewritten:
     started = time.perf_counter()
     target = arrow_schema(with_hidden_fields(task.fields, task.row_tracking))
+    report = None
+    if task.copy_min_bytes > 0:
+        copied, report = _try_copy(task, storage, local, target)
+        if copied is not None:
+            return copied
     tables = read_live_tables(
         storage,
         task.store.root,
@@ -183,7 +269,7 @@ def _rewrite(task: BinTask, storage: Storage, local: bool, stop: Callable[[], bo
         source = lambda: storage.open_input(task.output)  # noqa: E731 - read back only if a stat needs data
     stats = _stats(task, metadata, source)
     now = int(time.time() * 1000)
-    return Rewritten(task.bin_id, size, rows, stats, now, _worker(), time.perf_counter() - started)
+    return Rewritten(task.bin_id, size, rows, stats, now, _worker(), time.perf_counter() - started, report)
 
 
 def _first_line(exc: BaseException) -> str:

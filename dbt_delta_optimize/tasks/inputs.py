@@ -23,7 +23,7 @@ from .row_ids import fill_row_tracking, positions_from
 if TYPE_CHECKING:
     from ..delta.storage import Storage
 
-__all__ = ["InputFileError", "live_row_groups", "open_inputs", "read_live_tables"]
+__all__ = ["InputFileError", "filler", "live_row_groups", "live_rows", "open_inputs", "read_live_tables"]
 
 #: Files up to this size are read whole, in one request.
 WHOLE_FILE_BYTES = 32 * 1024 * 1024
@@ -175,15 +175,24 @@ def live_row_groups(
             raw = pf.read_row_group(rg, use_threads=False)
         except Exception as exc:
             raise InputFileError(path, _reason(exc, *_ends(source))) from exc
-        t = conform(raw, target, by_id=by_id)
-        if fill is not None:
-            t = fill(t, start)
-        keep = deleted.keep(start, t.num_rows) if deleted is not None else None
-        start += t.num_rows
-        yield t if keep is None else t.filter(keep)
+        yield live_rows(raw, start, target, deleted, fill, by_id=by_id)
+        start += raw.num_rows
 
 
-def _filler(row_tracking: RowTrackingColumns | None, f: InputFile) -> Callable[[Any, int], Any] | None:
+def live_rows(
+    raw: Any, start: int, target: Any, deleted: Any, fill: Callable[[Any, int], Any] | None, *, by_id: bool
+) -> Any:
+    """One row group (its first row at physical position ``start``) in the table schema, row ids filled,
+    deleted rows dropped: the step every rewrite takes per row group."""
+    t = conform(raw, target, by_id=by_id)
+    if fill is not None:
+        t = fill(t, start)
+    keep = deleted.keep(start, t.num_rows) if deleted is not None else None
+    return t if keep is None else t.filter(keep)
+
+
+def filler(row_tracking: RowTrackingColumns | None, f: InputFile) -> Callable[[Any, int], Any] | None:
+    """The row tracking step for input ``f`` (None when the table keeps no row ids)."""
     if row_tracking is None:
         return None
     base, version = f.base_row_id, f.default_row_commit_version
@@ -209,4 +218,4 @@ def read_live_tables(
 
     for f, pf, source in open_inputs(storage, inputs, local=local):
         deleted = load_deleted_rows(f.deletion_vector, root=root, storage=storage) if f.deletion_vector else None
-        yield from live_row_groups(pf, f.path, target, deleted, _filler(row_tracking, f), by_id=by_id, source=source)
+        yield from live_row_groups(pf, f.path, target, deleted, filler(row_tracking, f), by_id=by_id, source=source)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 __all__ = [
     "DEFAULT_ROW_GROUP_BYTES",
     "BinTask",
+    "CopyReport",
     "Failed",
     "FailureKind",
     "Fallback",
@@ -98,6 +99,8 @@ class BinTask:
     stats: StatsSpec
     deadline: float | None = None  #: epoch seconds after which the task does not start the bin
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+    #: input row groups this large (compressed) are copied byte for byte; 0: no input is that large (or off)
+    copy_min_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,19 @@ class WorkerInfo:
 
 
 @dataclass(frozen=True)
+class CopyReport:
+    """What the row-group copy did for a bin: row groups and bytes copied verbatim or re-encoded, and why not."""
+
+    row_groups_copied: int = 0
+    bytes_copied: int = 0
+    row_groups_reencoded: int = 0
+    bytes_reencoded: int = 0
+    fallback: bool = False  #: the whole bin was re-encoded (``reasons`` has the one reason)
+    #: (kind, detail) of why the bin, or some inputs' large row groups, were re-encoded
+    reasons: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Rewritten:
     """The bin's file was written at its output location."""
 
@@ -121,6 +137,7 @@ class Rewritten:
     modification_time: int  #: milliseconds since the epoch
     worker: WorkerInfo
     seconds: float = 0.0
+    copy: CopyReport | None = None  #: set when the row-group copy was considered
 
 
 @dataclass(frozen=True)
@@ -193,4 +210,6 @@ def decode_outcome(text: str) -> Outcome:
         raise ValueError(f"not an outcome message: {text[:80]}")
     if kind is Rewritten:
         d["worker"] = WorkerInfo(**d["worker"])
+        copy = d.get("copy")
+        d["copy"] = CopyReport(**{**copy, "reasons": tuple(tuple(r) for r in copy["reasons"])}) if copy else None
     return kind(**d)
