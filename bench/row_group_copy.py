@@ -96,6 +96,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--min-bytes", default="32m", help="rowGroupCopyMinBytes for ours (copy)")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--json", dest="json_out", default=None, help="also write the results to this file")
     args = ap.parse_args()
     MIN_BYTES[0] = args.min_bytes
 
@@ -138,6 +139,11 @@ def main() -> int:
         f"| {len(files)} | {size / 1e6:.0f} MB | {copy:.2f}s | {off:.2f}s | {rs:.2f}s | "
         f"{copy / rs:.2f} | {copy / off:.2f} |"
     )
+    if args.json_out:
+        import json
+
+        with open(args.json_out, "w") as fh:
+            json.dump({"median_s": med, "copy_vs_delta_rs": copy / rs, "copy_vs_reencode": copy / off}, fh, indent=2)
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
     return 0

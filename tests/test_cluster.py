@@ -190,6 +190,7 @@ def test_spark_connect_python_api_and_dbt_server_method(connect_server, tmp_path
     assert proc.returncode == 0, brief(proc.stderr)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (out["compact"]["numFilesRemoved"], out["compact"]["numFilesAdded"]) == (20, 4)
+    assert out["compact"]["sparkFallbacks"] == []
     assert rows(path) == before and live_files(path) == 4
     assert FALLBACK not in proc.stderr
     ran = [line for line in proc.stderr.splitlines() if ARROW_TASK in line]
@@ -249,3 +250,5 @@ def test_dbt_project_through_spark_connect(connect_server, tmp_path):
         "amount",
     ]
     assert "Traceback" not in proc.stdout
+    assert FALLBACK not in proc.stdout + proc.stderr  # the hook's bins took the Arrow path on the server
+    assert record["metrics"]["sparkFallbacks"] == [], record["metrics"]["sparkFallbacks"]

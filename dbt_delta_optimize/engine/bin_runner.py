@@ -67,6 +67,8 @@ class BinRunner:
     on_done: Callable[[Bin], None] | None = None
     failures: list[BinFailure] = field(default_factory=list)
     left: list[Bin] = field(default_factory=list)  #: not run (budget) or cancelled at the deadline
+    #: bins Arrow could not write, handed to Spark (partition, files, reason)
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -201,6 +203,9 @@ class _Batch:
             return self.runner.rewriter.result(b, task, event)
         if isinstance(event, Fallback):
             log.warning("rewriting %s with Spark instead of Arrow: %s", b.describe(), event.reason)
+            self.runner.fallbacks.append(
+                {"partition": dict(b.partition_values), "files": len(b.files), "reason": event.reason}
+            )
             self.spark.append(b)
         elif isinstance(event, NotStarted):
             self.runner.left.append(b)

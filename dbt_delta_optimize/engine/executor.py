@@ -218,6 +218,7 @@ class OptimizeExecutor:
             failed_bins=tuple(f.to_dict() for f in runner.failures),
             dropped_bins=tuple(d.to_dict() for d in run.dropped),
             **_copy_metrics(run.results),
+            spark_fallbacks=tuple(runner.fallbacks),
         )
 
 

@@ -1,7 +1,8 @@
-"""The Spark engine boundary: session factory, conf access and catalog-name resolution.
+"""Where Spark sessions come from: the session factory, conf access and catalog-name resolution.
 
-This is the only module of the core that imports pyspark, and it does so inside functions,
-so ``import dbt_delta_optimize`` stays cheap (dbt imports every ``dbt_*`` module on each run).
+Only ``engine/`` imports pyspark, always inside functions, so ``import dbt_delta_optimize`` stays
+cheap (dbt imports every ``dbt_*`` module on each run) and ``delta/``, ``plan/``, ``inspect/`` and
+``tasks/`` never load it.
 """
 
 from __future__ import annotations

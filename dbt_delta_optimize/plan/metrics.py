@@ -136,6 +136,8 @@ class OptimizeMetrics:
     bytes_reencoded: int = 0
     #: bins whose large row groups were re-encoded anyway, and why
     copy_fallbacks: tuple[Mapping[str, Any], ...] = field(default=())
+    #: bins the Arrow rewriter could not write faithfully, rewritten by Spark instead, and why
+    spark_fallbacks: tuple[Mapping[str, Any], ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
