@@ -140,3 +140,19 @@ def deltalake_rows(path: str, columns: Sequence[str] | None = None) -> list[tupl
 
 def columns_of(path: str) -> list[str]:
     return [f.name for f in DeltaTable(path).schema().fields]
+
+
+def spark_rows(spark: Any, path: str, columns: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
+    """The table's rows as delta-spark reads them (timestamps formatted in the session's UTC, not Python's zone)."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.format("delta").load(path)
+    kinds = dict(frame.dtypes)
+    names = list(columns or frame.columns)
+    cols = [
+        F.date_format(F.col(f"`{n}`"), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias(n)
+        if kinds[n].startswith("timestamp")
+        else F.col(f"`{n}`")
+        for n in names
+    ]
+    return normalized(tuple(r) for r in frame.select(*cols).collect())

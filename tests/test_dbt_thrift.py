@@ -37,15 +37,15 @@ def project(thrift_server, tmp_path_factory):
     return p
 
 
-def path(server, name: str) -> str:
-    return os.path.join(server.warehouse, "ddo_it.db", name)
+def path(server, name: str, schema: str = "ddo_it") -> str:
+    return os.path.join(server.warehouse, f"{schema}.db", name)
 
 
-def same_rows(server, name: str) -> list[tuple]:
+def same_rows(server, name: str, schema: str = "ddo_it") -> list[tuple]:
     """The table's rows, equal as deltalake reads them and as delta-spark (the server) does."""
-    columns = columns_of(path(server, name))
-    ours = deltalake_rows(path(server, name), columns)
-    theirs = normalized(server.query(f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM ddo_it.{name}"))
+    columns = columns_of(path(server, name, schema))
+    ours = deltalake_rows(path(server, name, schema), columns)
+    theirs = normalized(server.query(f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM {schema}.{name}"))
     assert ours == theirs, f"{name}: deltalake and delta-spark read different rows"
     return ours
 
@@ -170,3 +170,68 @@ def test_merge_snapshot_and_full_refresh_over_thrift(project, thrift_server):
     assert full["status"] == "runOnModifiedPartitions" and full["files_after"] == 1, full
     assert DeltaTable(merge).history(2)[1]["operation"].startswith("CREATE OR REPLACE")
     assert same_rows(thrift_server, "events_merge") == merged_rows(seeds, changed=2, others=2)
+
+
+class _PyHiveAdapter:
+    """dbt's Jinja ``adapter`` as the bridge uses it (``config.credentials.method``, ``execute``), over PyHive."""
+
+    def __init__(self, server) -> None:
+        from types import SimpleNamespace
+
+        from pyhive import hive
+
+        self._conn = hive.connect(host=server.host, port=server.port, username="tests")
+        self.config = SimpleNamespace(credentials=SimpleNamespace(method="thrift"))
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, auto_begin: bool = False, fetch: bool = False):
+        from types import SimpleNamespace
+
+        self.statements.append(sql)
+        cursor = self._conn.cursor()
+        cursor.execute(sql)
+        rows = cursor.fetchall() if cursor.description else []
+        names = [d[0] for d in cursor.description or []]
+        return None, SimpleNamespace(column_names=names, rows=rows)
+
+
+NASTY = ["it's", "back\\slash", "${env:HOME}", "x' OR '1'='1", "semi; DROP TABLE q.nasty --", "ünï`code"]
+
+
+def test_hostile_partition_values_reach_the_server_as_literals(thrift_server, tmp_path):
+    """The partitions our planner chose go into OPTIMIZE's WHERE as escaped literals: quotes, backslashes,
+    `${...}` (which the server's variable substitution would expand) and NULL each match their own partition."""
+    from dbt_delta_optimize.dbt.bridge import Bridge
+
+    adapter = _PyHiveAdapter(thrift_server)
+    adapter.execute("CREATE SCHEMA IF NOT EXISTS q")
+    adapter.execute("CREATE TABLE q.nasty (id INT, p STRING) USING delta PARTITIONED BY (p)")
+    adapter.execute("INSERT INTO q.nasty VALUES (0, 'plain')")
+    values = ", ".join(f"({i}, {v})" for i, v in enumerate([*(_sql(v) for v in NASTY), "NULL"], start=1))
+    for _ in range(3):
+        adapter.execute(f"INSERT INTO q.nasty VALUES {values}")
+    before = same_rows(thrift_server, "nasty", "q")
+    result = Bridge().run_model(
+        "q.nasty",
+        {"mode": "auto", "min_num_files": 2},
+        spark_target={"adapter": adapter},
+        invocation_id="nasty",
+        target_path=str(tmp_path),
+    )
+    assert result["status"] == "runOnModifiedPartitions" and result["engine"] == "sql", result
+    assert len(result["auto_compact"]["chosen"]) == len(NASTY) + 1  # every hostile value and NULL, not 'plain'
+    table = os.path.join(thrift_server.warehouse, "q.db", "nasty")
+    counts = files_per_partition(table)
+    assert counts == {**{v: 1 for v in NASTY}, None: 1, "plain": 1}, counts
+    assert same_rows(thrift_server, "nasty", "q") == before
+    commit = DeltaTable(table).history(1)[0]
+    assert commit["operation"] == "OPTIMIZE" and "${env:HOME}" in commit["operationParameters"]["predicate"]
+    (optimize,) = [s for s in adapter.statements if s.startswith("OPTIMIZE")]
+    assert "${" not in optimize and "\\u0024{env:HOME}" in optimize
+
+
+def _sql(value: str) -> str:
+    """A literal for the test's own INSERT (Spark's escapes; `$` as \\u0024 so the server keeps it)."""
+    from dbt_delta_optimize.dbt.sql_statements import string_literal
+
+    return string_literal(value)
