@@ -119,3 +119,15 @@ def test_an_unreachable_repository_is_a_storage_error_naming_the_fixes(monkeypat
 def test_the_pinned_versions_match_the_installed_pyspark():
     """The pins cover the artifact the installed pyspark asks for (a pyspark bump must update them)."""
     assert jars.delta_artifact().coordinate in jars.PINNED_SHA256
+
+
+def test_the_embedded_session_finds_the_resolved_cache(repo, tmp_path, monkeypatch):
+    """No DBT_DELTA_OPTIMIZE_JARS and no `make setup` folder: delta_jars() is the user cache (a pip-only install)."""
+    from dbt_delta_optimize.engine import session
+
+    monkeypatch.delenv(session.JARS_ENV, raising=False)
+    monkeypatch.setattr(session, "default_jars_dir", lambda: str(tmp_path / "no-such-dir"))
+    monkeypatch.setattr(jars, "spark_binary_version", lambda: "9.9")
+    assert session.delta_jars() == []  # nothing resolved yet: no made-up path
+    found = jars.resolve_jars()
+    assert session.delta_jars() == found

@@ -109,7 +109,7 @@ def test_a_pip_only_install_resolves_delta_jars_and_optimizes(wheel, tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "-q", wheel],
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile", wheel],
         capture_output=True,
         text=True,
         timeout=900,

@@ -348,13 +348,14 @@ def _readable_snapshot(entry: TableEntry, options: Mapping[str, str] | None) -> 
 # ----------------------------------------------------------------------------- from plans to WHERE clauses
 def plan_partitions(plan: OptimizePlan, snapshot: Snapshot) -> list[dict[str, str | None]] | None:
     """The partitions a plan rewrites, by logical column name (None: every partition, no WHERE needed)."""
+    from ..plan.predicate import select_partitions
+
     columns = snapshot.partition_columns
     if not columns:
         return None
     physical = dict(zip(snapshot.physical_partition_columns, columns))
     chosen = {tuple(sorted((physical.get(k, k), v) for k, v in b.partition_values.items())): None for b in plan.bins}
-    every = {tuple(f.partition_values.get(p) for p in snapshot.physical_partition_columns) for f in snapshot.files}
-    if len(chosen) >= len(every):
+    if len(chosen) >= len(select_partitions(snapshot, ()).normalized):  # every partition: no WHERE needed
         return None
     return [dict(key) for key in chosen]
 

@@ -58,11 +58,12 @@ def delta_jars() -> list[str]:
     """Jar files for Delta: $DBT_DELTA_OPTIMIZE_JARS (dir or comma list), else the venv's jar dir
     (``make setup``), else the user cache a pip-only install resolved (``dbt-delta-optimize jars``)."""
     env = os.environ.get(JARS_ENV)
-    candidates = [p for p in env.split(",") if p] if env else [default_jars_dir()]
-    jars: list[str] = []
-    for c in candidates:
-        jars.extend(sorted(glob.glob(os.path.join(c, "*.jar"))) if os.path.isdir(c) else [c])
-    return jars if jars or env else cached_jars()
+    if env:
+        jars: list[str] = []
+        for c in (p for p in env.split(",") if p):
+            jars.extend(sorted(glob.glob(os.path.join(c, "*.jar"))) if os.path.isdir(c) else [c])
+        return jars
+    return sorted(glob.glob(os.path.join(default_jars_dir(), "*.jar"))) or cached_jars()
 
 
 def delta_maven_coordinate() -> str:
