@@ -153,3 +153,30 @@ def test_the_method_comes_from_the_adapters_credentials(monkeypatch):
     assert connect.engine == "connect"  # Connect, when configured, takes precedence over the SQL connection
     assert SparkTarget.parse({"method": "odbc"}).engine == "none"  # no adapter handed over: nothing to run on
     assert SparkTarget.parse({"adapter": _adapter("odbc"), "read_log": False}).sql_connection().read_log is False
+
+
+def test_the_where_clause_names_the_partitions_our_plan_rewrites(tmp_path):
+    """Over SQL the server compacts what our planner chose: its partitions, or the whole table (no WHERE)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from dbt_delta_optimize.api import plan_optimize
+    from dbt_delta_optimize.dbt.sql_engine import plan_partitions, where_chunks
+    from dbt_delta_optimize.delta.snapshot import load_snapshot
+
+    path = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(path, pa.table({"id": [i, i + 1], "p": ["a", "b"]}), mode="append", partition_by=["p"])
+    write_deltalake(path, pa.table({"id": [9], "p": ["c"]}), mode="append", partition_by=["p"])  # one file: left alone
+    snap = load_snapshot(path)
+    chosen = plan_partitions(plan_optimize(None, path), snap)
+    assert sorted(c["p"] for c in chosen) == ["a", "b"]
+    (where,) = where_chunks(chosen, snap.partition_types, snap.partition_columns)
+    assert sql.optimize("s.t", where=where) == (
+        "OPTIMIZE `s`.`t` WHERE ((`p` <=> CAST('a' AS STRING)) OR (`p` <=> CAST('b' AS STRING)))"
+    )
+    assert plan_partitions(plan_optimize(None, path, where="p = 'a'"), snap) == [{"p": "a"}]
+    write_deltalake(path, pa.table({"id": [10], "p": ["c"]}), mode="append", partition_by=["p"])
+    snap = load_snapshot(path)
+    assert plan_partitions(plan_optimize(None, path), snap) is None  # every partition: no WHERE at all
+    assert where_chunks(None, snap.partition_types, snap.partition_columns) == [()]
