@@ -17,7 +17,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[test,docs]' --config-settings editable_mode=compat
 	touch $@
 
 # Delta's jars from Maven Central into the venv (the Spark session factory finds them there).
@@ -52,6 +52,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)

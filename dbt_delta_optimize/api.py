@@ -356,6 +356,7 @@ def auto_compact(
     non_blind_append: bool | None = None,
     max_num_modified_partitions: int | None = None,
     storage_options: Mapping[str, str] | None = None,
+    decide_only: bool = False,
 ) -> AutoCompactResult:
     """Run the auto-compaction hook for the write(s) after ``since_version`` (default: the latest commit).
 
@@ -370,6 +371,8 @@ def auto_compact(
         max_file_size, min_file_size, min_num_files, modified_partitions_only, non_blind_append,
             max_num_modified_partitions: overrides of delta-spark's ``autoCompact.*`` settings.
         storage_options: object-store settings under deltalake's keys (as for ``optimize``).
+        decide_only: return the decision (status, reason, chosen partitions) without compacting; for
+            a table given by path no Spark is started (the dbt hooks then compact through SQL).
     """
     from .autocompact_run import AutoCompactRun
 
@@ -387,7 +390,7 @@ def auto_compact(
     config = AutoCompactConfig.resolve(get_conf, overrides)
     run = AutoCompactRun(spark, table, since_version, config, get_conf, t0, storage_options=storage_options)
     try:
-        return run.execute(enabled)
+        return run.execute(enabled, decide_only=decide_only)
     except DeltaOptimizeError as exc:
         if run.throw(throw_on_error):
             raise

@@ -128,7 +128,7 @@ class AutoCompactRun:
             return SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append"
         return None
 
-    def execute(self, enabled: bool | None) -> AutoCompactResult:
+    def execute(self, enabled: bool | None, *, decide_only: bool = False) -> AutoCompactResult:
         import pyarrow as pa
         from deltalake import DeltaTable
 
@@ -167,7 +167,7 @@ class AutoCompactRun:
             sizes = [live.get(unquote(p), s) for p, s in zip(paths, sizes)]
         self.decision = decide(list(zip(keys, sizes)), touched, columns, self.config)
         self.decision_ms = (time.perf_counter() - self.t0) * 1000
-        if not self.decision.run:
+        if not self.decision.run or decide_only:
             return self.result(self.decision.status, self.decision.reason)
         chosen_paths = None
         if self.decision.status != RUN_ON_ALL:  # RUN_ON_ALL: the whole table, no partition predicate

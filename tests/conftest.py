@@ -70,3 +70,15 @@ def connect_server(tmp_path_factory):
             yield server
     except RuntimeError as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def thrift_server(tmp_path_factory):
+    """A Spark Thrift Server with Delta (local[2], 1g) on 127.0.0.1, in its own process group."""
+    from tests.servers import spark_thrift_server
+
+    try:
+        with spark_thrift_server(str(tmp_path_factory.mktemp("thrift"))) as server:
+            yield server
+    except RuntimeError as exc:
+        pytest.fail(str(exc))

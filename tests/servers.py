@@ -27,6 +27,7 @@ __all__ = [
     "ConnectServer",
     "S3Server",
     "StandaloneCluster",
+    "ThriftServer",
     "azurite",
     "delta_confs",
     "free_port",
@@ -34,6 +35,7 @@ __all__ = [
     "spark_connect_server",
     "spark_home",
     "spark_standalone",
+    "spark_thrift_server",
 ]
 
 
@@ -367,3 +369,88 @@ def spark_connect_server(work: str) -> Iterator[ConnectServer]:
         yield ConnectServer(f"sc://127.0.0.1:{port}", warehouse)
     finally:
         _stop(proc)
+
+
+# ---------------------------------------------------------------------------- Spark Thrift Server (HiveThriftServer2)
+@dataclass(frozen=True)
+class ThriftServer:
+    host: str
+    port: int
+    warehouse: str  #: spark.sql.warehouse.dir of the server's catalog
+
+    def query(self, statement: str) -> list[tuple]:
+        """One statement through PyHive (what dbt-spark's thrift method uses); its rows."""
+        from pyhive import hive
+
+        conn = hive.connect(host=self.host, port=self.port, username="tests")
+        try:
+            cursor = conn.cursor()
+            cursor.execute(statement)
+            return list(cursor.fetchall()) if cursor.description else []
+        finally:
+            conn.close()
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server started in its own process group: the whole group (spark-submit and its JVM)."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@contextmanager
+def spark_thrift_server(work: str) -> Iterator[ThriftServer]:
+    """HiveThriftServer2 (``spark-hive-thriftserver_2.13``, bundled with pyspark) with Delta, on 127.0.0.1.
+
+    Delta's jars go on ``--jars`` and ``--driver-class-path`` (the server's session loads the extension
+    and the catalog at start). It runs in its own process group, stopped as a group.
+    """
+    from dbt_delta_optimize.engine.session import delta_jars
+
+    jars = delta_jars()
+    if not jars:
+        raise RuntimeError("Delta's jars are missing: run `make setup`.")
+    os.makedirs(work, exist_ok=True)
+    env = {**_spark_env(work), "SPARK_DAEMON_MEMORY": "1g"}
+    port = free_port()
+    warehouse = os.path.join(work, "warehouse")
+    log = os.path.join(work, "thrift.log")
+    confs = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={work}",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={os.path.join(work, 'metastore_db')};create=true"
+        ),
+    }
+    cmd = [
+        os.path.join(spark_home(), "bin", "spark-submit"),
+        *("--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"),
+        *("--master", "local[2]", "--driver-memory", "1g"),
+        *("--jars", ",".join(jars), "--driver-class-path", os.pathsep.join(jars)),
+        *(arg for k, v in confs.items() for arg in ("--conf", f"{k}={v}")),
+        "spark-internal",
+        *("--hiveconf", f"hive.server2.thrift.port={port}"),
+        *("--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1"),
+    ]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
+    try:
+        _wait_port(port, proc, "the Spark Thrift Server", log, timeout=240)
+        yield ThriftServer("127.0.0.1", port, warehouse)
+    finally:
+        _stop_group(proc)

@@ -93,3 +93,48 @@ def test_pip_installed_wheel_is_a_dbt_plugin(wheel, tmp_path):
         text=True,
     )
     assert cli.returncode == 0 and "dbt-delta-optimize" in cli.stdout, cli.stdout + cli.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_pip_only_install_resolves_delta_jars_and_optimizes(wheel, tmp_path):
+    """A user's path: `pip install <wheel>` into a fresh venv (its dependencies from the registry, pip's cache
+    warm), `dbt-delta-optimize jars` from Maven Central into the user cache, then `optimize` on a local table."""
+    import json
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    venv = tmp_path / "user-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile", wheel],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    home = tmp_path / "home"  # the user cache, empty: the jars come from Maven Central
+    drop = ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_REMOTE", "DBT_DELTA_OPTIMIZE_JARS", "SPARK_HOME")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["DBT_DELTA_OPTIMIZE_HOME"] = str(home)
+    cli = str(venv / "bin" / "dbt-delta-optimize")
+    jars = subprocess.run([cli, "jars"], env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    assert jars.returncode == 0, jars.stdout + jars.stderr
+    paths = jars.stdout.strip().split(",")
+    assert all(os.path.isfile(p) and p.startswith(str(home / "jars")) for p in paths), paths
+    assert any(os.path.basename(p).startswith("delta-spark_") for p in paths), paths
+
+    table = str(tmp_path / "events")
+    for i in range(4):
+        write_deltalake(table, pa.table({"id": list(range(i * 10, i * 10 + 10)), "part": ["a"] * 10}), mode="append")
+    before = sorted(DeltaTable(table).to_pyarrow_table().column("id").to_pylist())
+    run = subprocess.run(
+        [cli, "optimize", table, "--json"], env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=900
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    metrics = json.loads(run.stdout)
+    assert metrics["numFilesRemoved"] == 4 and metrics["numFilesAdded"] == 1
+    assert sorted(DeltaTable(table).to_pyarrow_table().column("id").to_pylist()) == before
+    assert DeltaTable(table).history(1)[0]["operation"] == "OPTIMIZE"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import click
 
-from ..errors import DeltaOptimizeError
 from .common import BoundaryCommand, BoundaryGroup, CliState, configure_logging, use_remote
 from .format import echo_json
 from .inspect import inspect_commands
@@ -40,12 +39,15 @@ def cli(ctx: click.Context, debug: bool, verbose: int, remote: str | None) -> No
 @cli.command(cls=BoundaryCommand)
 @click.option("--json", "as_json", is_flag=True, help="Print the jar paths as JSON.")
 def jars(as_json: bool) -> None:
-    """Print Delta's jar files (comma-separated) for spark.jars, e.g. in a dbt-spark profile."""
-    from ..engine.session import default_jars_dir, delta_jars
+    """Print Delta's jar files (comma-separated) for spark.jars, e.g. in a dbt-spark profile.
 
-    found = delta_jars()
-    if not found:
-        raise DeltaOptimizeError(f"no Delta jars in {default_jars_dir()}; run `make setup` (or `make jars`).")
+    After a plain ``pip install`` they are downloaded once from Maven Central (checksums verified)
+    into ``~/.cache/dbt-delta-optimize/jars`` ($DBT_DELTA_OPTIMIZE_HOME); later calls read that cache.
+    """
+    from ..engine.jars import resolve_jars
+    from ..engine.session import delta_jars
+
+    found = delta_jars() or resolve_jars()
     if as_json:
         echo_json({"jars": found})
     else:

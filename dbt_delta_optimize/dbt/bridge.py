@@ -4,8 +4,9 @@ dbt imports every top-level ``dbt_*`` module on each invocation and instantiates
 its ``plugins`` list; ``initialize()`` then wraps ``dbt.context.base.get_context_modules`` (looked
 up at call time by the ``modules`` context property) to add one namespace: the methods of one
 ``Bridge`` per process. They take and return plain data (dbt's Jinja is sandboxed) and find
-dbt's own SparkSession with ``SparkSession.builder.getOrCreate()`` (method ``session``), or a Spark
-Connect session for the server methods (``connection.SparkTarget``).
+dbt's own SparkSession with ``SparkSession.builder.getOrCreate()`` (method ``session``), a Spark
+Connect session for the server methods when one is configured, or else dbt's own SQL connection
+(thrift, http, odbc: ``sql_hooks``); ``connection.SparkTarget`` decides which.
 
 The pre-hook hands the table version to the post-hook through a file under dbt's target path,
 keyed by the invocation id (``target_files``), not through process state; the bridge object only
@@ -25,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from dbt.plugins.manager import dbtPlugin
 
-from . import target_files
+from . import sql_hooks, target_files
 from .connection import SparkTarget
 from .settings import ModelSettings, OperationArgs, parse_operation_args, parse_settings
+from .sql_engine import SqlConnection
 
 if TYPE_CHECKING:
     from ..plan.autocompact import AutoCompactResult
@@ -52,6 +54,8 @@ class _Request:
     raw_args: tuple[Any, Any, Any, Any]  #: where, zorder_by, dry_run, storage_options
     model: str | None
     file_format: str | None
+    #: the body of this operation through dbt's SQL connection (no Spark session)
+    sql_body: Callable[[SqlConnection, dict[str, Any], str, str | None, OperationArgs], None]
 
 
 RESULTS_FILE = target_files.RESULTS_FILE
@@ -183,7 +187,13 @@ def _line(record: dict[str, Any]) -> str:
     note = f" ({record['reason']})" if record.get("status") == "skipped" and record.get("reason") else ""
     error = f" ERROR {record['error']}" if record.get("error") else ""
     decision = record.get("decision", record.get("status"))
-    return f"delta_optimize {record['table']}: {decision}, {files}{size}, {record['seconds']}s{note}{error}"
+    engine = _ENGINE_LABELS.get(str(record.get("engine")))
+    via = f" via {engine.format(method=record.get('method'))}" if engine and decision != "skipped" else ""
+    return f"delta_optimize {record['table']}: {decision}{via}, {files}{size}, {record['seconds']}s{note}{error}"
+
+
+#: how the log line names the engine that did the work (the results file has ``engine`` and ``method``)
+_ENGINE_LABELS = {"spark": "spark", "connect": "spark connect", "sql": "sql ({method})"}
 
 
 def _failed(record: dict[str, Any], exc: Exception) -> None:
@@ -201,19 +211,20 @@ class Bridge:
         self._lock = threading.Lock()
         self._told: set[str] = set()  #: invocations already told why the hooks skip (one line per run)
 
-    def _session(self, target: SparkTarget, record: dict[str, Any] | None, invocation: str) -> Spark | None:
-        """The Spark session for this call (started on first use), or None after marking ``record`` skipped.
+    def _target(self, spark_target: Any, record: dict[str, Any], invocation: str) -> SparkTarget | None:
+        """What this call runs on (``record`` notes the engine), or None after marking ``record`` skipped.
 
-        None means a server method (thrift, http, odbc) without a Spark Connect address: the reason
-        is logged once per invocation; later records of the same run are ``quiet``.
+        None means a server method without a Spark Connect address or a dbt connection (a caller
+        outside the macros): the reason is logged once per invocation; later records are ``quiet``.
         """
+        target = SparkTarget.parse(spark_target)
         if target.usable:
-            return functools.cache(target.session)
-        if record is not None:
-            with self._lock:
-                quiet = invocation in self._told
-                self._told.add(invocation)
-            record.update(decision="skipped", status="skipped", reason=target.skip_reason(), quiet=quiet)
+            record.update(engine=target.engine, method=target.method)
+            return target
+        with self._lock:
+            quiet = invocation in self._told
+            self._told.add(invocation)
+        record.update(decision="skipped", status="skipped", reason=target.skip_reason(), quiet=quiet)
         return None
 
     def files(self, invocation_id: str | None = None, target_path: str | None = None) -> target_files.InvocationFiles:
@@ -228,15 +239,22 @@ class Bridge:
         *,
         invocation_id: str | None = None,
         target_path: str | None = None,
+        storage_options: Any = None,
         spark_target: Any = None,
     ) -> str:
         """Pre-hook: save the table's version before the model writes (auto compaction looks after it)."""
         from ..delta.snapshot import latest_version
+        from ..delta.storage import storage_for, table_uri
 
         try:
             target = SparkTarget.parse(spark_target)
-            location, _ = _table_location(table, target.session) if target.usable else (None, None)
-            version = latest_version(location) if location else -1
+            options = parse_operation_args(None, None, False, storage_options).storage_options
+            if target.engine == "sql":
+                version = sql_hooks.table_version(target.sql_connection(), table, options)
+            else:
+                location, _ = _table_location(table, target.session) if target.usable else (None, None)
+                storage = storage_for(table_uri(location), options) if location else None
+                version = latest_version(location, storage=storage) if location else -1
         except Exception as exc:  # the model must not fail because the pre-hook could not look
             log.debug("pre-hook of %s could not read the table version: %s", table, exc)
             version = -1
@@ -276,9 +294,12 @@ class Bridge:
             if s.skip or s.mode == "never":
                 record.update(decision="skipped", status="skipped", reason="meta.delta_optimize skip/never")
             else:
-                spark = self._session(SparkTarget.parse(spark_target), record, files.invocation_id)
-                if spark is not None:
-                    self._model(spark, record, table, file_format, s, since)
+                target = self._target(spark_target, record, files.invocation_id)
+                if target is not None and target.engine == "sql":
+                    conn = target.sql_connection()
+                    sql_hooks.run_model(conn, record, table, file_format, s, since)
+                elif target is not None:
+                    self._model(functools.cache(target.session), record, table, file_format, s, since)
         except Exception as exc:  # the model must not fail because compaction did (unless on_error: fail)
             _failed(record, exc)
         return self._finish(files, record, t0)
@@ -322,7 +343,8 @@ class Bridge:
             settings = ModelSettings(storage_options=args.storage_options)
             return _optimized(record, _optimize(spark, location, args.where, args.zorder_by, settings))
 
-        request = _Request("optimize", table, (where, zorder_by, dry_run, storage_options), model, file_format)
+        raw = (where, zorder_by, dry_run, storage_options)
+        request = _Request("optimize", table, raw, model, file_format, sql_hooks.run_optimize)
         return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
 
     def run_purge(
@@ -351,7 +373,8 @@ class Bridge:
             record.update(decision="purge", status="purged" if wrote else "nothingToDo")
             return wrote
 
-        request = _Request("purge", table, (where, None, dry_run, storage_options), model, file_format)
+        raw = (where, None, dry_run, storage_options)
+        request = _Request("purge", table, raw, model, file_format, sql_hooks.run_purge)
         return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
 
     def _table_operation(
@@ -372,11 +395,15 @@ class Bridge:
         try:
             args = parse_operation_args(*request.raw_args)
             options = args.storage_options
-            spark = self._session(SparkTarget.parse(spark_target), record, files.invocation_id)
+            target = self._target(spark_target, record, files.invocation_id)
+            spark = functools.cache(target.session) if target is not None and target.uses_session else None
             location = (
                 None if spark is None else _delta_location(record, request.table, request.file_format, options, spark)
             )
-            if location is None or spark is None:
+            if target is not None and target.engine == "sql":
+                conn = target.sql_connection()
+                request.sql_body(conn, record, request.table, request.file_format, args)
+            elif location is None or spark is None:
                 pass
             elif args.dry_run:
                 record.update(decision="plan", status="planned", plan=plan(spark, location, args).summary())
@@ -401,9 +428,16 @@ class Bridge:
         out: dict[str, Any] = json.loads(json.dumps(record, default=str))
         return out
 
+    @staticmethod
+    def describe_engine(spark_target: Any = None) -> dict[str, Any]:
+        """What the hooks will run on (``run-operation delta_optimize_engine``): method, engine, one line."""
+        target = SparkTarget.parse(spark_target)
+        return {"method": target.method, "engine": target.engine, "line": f"delta_optimize: {target.describe()}"}
+
     def functions(self) -> dict[str, Any]:
         """The whitelisted namespace exposed as ``modules.delta_optimize``."""
         return {
+            "describe_engine": self.describe_engine,
             "record_version": self.record_version,
             "run_model": self.run_model,
             "run_operation": self.run_operation,

@@ -14,7 +14,14 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError, NotADeltaTableError, SparkConnectError, TableNotFoundError
+from ..errors import (
+    DeltaOptimizeError,
+    InvalidArgumentError,
+    NotADeltaTableError,
+    SparkConnectError,
+    TableNotFoundError,
+)
+from .jars import DELTA_JVM_VERSION, cached_jars, default_home, delta_artifact, resolve_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,12 +41,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: delta-spark version whose jars we load. Maven Central's newest delta-spark_4.2_2.13 is 4.4.0.
-DELTA_JVM_VERSION = "4.4.0"
 JARS_ENV = "DBT_DELTA_OPTIMIZE_JARS"
 #: PySpark's own variable for a Spark Connect address (``sc://host:port``).
 REMOTE_ENV = "SPARK_REMOTE"
-HOME_ENV = "DBT_DELTA_OPTIMIZE_HOME"
 
 
 #: A quiet log4j2 configuration (errors only) for the embedded session's JVM.
@@ -52,30 +56,25 @@ def default_jars_dir() -> str:
 
 
 def delta_jars() -> list[str]:
-    """Jar files for Delta, from $DBT_DELTA_OPTIMIZE_JARS (dir or comma list) or the venv's jar dir."""
+    """Jar files for Delta: $DBT_DELTA_OPTIMIZE_JARS (dir or comma list), else the venv's jar dir
+    (``make setup``), else the user cache a pip-only install resolved (``dbt-delta-optimize jars``)."""
     env = os.environ.get(JARS_ENV)
-    candidates = [p for p in env.split(",") if p] if env else [default_jars_dir()]
-    jars: list[str] = []
-    for c in candidates:
-        jars.extend(sorted(glob.glob(os.path.join(c, "*.jar"))) if os.path.isdir(c) else [c])
-    return jars
+    if env:
+        jars: list[str] = []
+        for c in (p for p in env.split(",") if p):
+            jars.extend(sorted(glob.glob(os.path.join(c, "*.jar"))) if os.path.isdir(c) else [c])
+        return jars
+    return sorted(glob.glob(os.path.join(default_jars_dir(), "*.jar"))) or cached_jars()
 
 
 def delta_maven_coordinate() -> str:
-    import pyspark
-
-    spark_mm = ".".join(pyspark.__version__.split(".")[:2])
-    return f"io.delta:delta-spark_{spark_mm}_2.13:{DELTA_JVM_VERSION}"
-
-
-def default_home() -> str:
-    return os.environ.get(HOME_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "dbt-delta-optimize")
+    return delta_artifact().coordinate
 
 
 def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: int = 4) -> dict[str, str]:
     """Static and runtime confs of the embedded session (Delta extension + catalog, small local settings)."""
     os.makedirs(work_dir, exist_ok=True)
-    jars = delta_jars()
+    jars = delta_jars() or _resolved_jars()
     conf = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -95,13 +94,18 @@ def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: in
     if jars:
         conf["spark.jars"] = ",".join(jars)
     else:
-        log.warning(
-            "No Delta jars found in %s; asking Spark to resolve %s from Maven Central. Run `make setup` to install them.",
-            default_jars_dir(),
-            delta_maven_coordinate(),
-        )
+        log.warning("No Delta jars could be resolved; asking Spark to resolve %s itself.", delta_maven_coordinate())
         conf["spark.jars.packages"] = delta_maven_coordinate()
     return conf
+
+
+def _resolved_jars() -> list[str]:
+    """No jars configured or installed: resolve them into the user cache (a pip-only install)."""
+    try:
+        return resolve_jars()
+    except DeltaOptimizeError as exc:
+        log.warning("%s", exc)
+        return []
 
 
 def get_spark(

@@ -1,0 +1,276 @@
+"""The bodies of the hooks and run-operations when the work goes through dbt's SQL connection.
+
+Each fills the same result record as the session path (decision, status, files and bytes before and
+after, metrics), plus ``engine: "sql"``, ``method`` (thrift, http, odbc), ``log_readable`` and the
+validator's reports. The bridge catches what they raise, as it does on a session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
+from . import sql_statements as sql
+from .settings import ModelSettings, OperationArgs
+from .sql_engine import (
+    SqlConnection,
+    SqlTable,
+    TableEntry,
+    ignored_settings,
+    statements_for_optimize,
+    statements_for_purge,
+    where_chunks,
+)
+
+__all__ = ["run_model", "run_optimize", "run_purge", "table_version"]
+
+_RUN = (RUN_ON_MODIFIED, RUN_ON_ALL)
+
+
+def table_version(conn: SqlConnection, table: str, options: Mapping[str, str] | None) -> int:
+    """The pre-hook's version: -1 when the table does not exist yet."""
+    entry = SqlTable.lookup(conn, table)
+    if entry is None or entry.format != "delta":
+        return -1
+    version = SqlTable.open(conn, table, entry, options).version()
+    return -1 if version is None else version
+
+
+def _open(
+    conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None
+) -> SqlTable | None:
+    """The table, or None after marking ``record`` skipped (non-Delta model, missing table)."""
+    if file_format is not None and str(file_format).lower() != "delta":
+        record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
+        return None
+    entry: TableEntry | None = SqlTable.lookup(conn, table)
+    if entry is None:
+        record.update(decision="skipped", status="skipped", reason=f"skipped: Table '{table}' was not found")
+        return None
+    if entry.format != "delta":
+        record.update(decision="skipped", status="skipped", reason=f"{table} is a {entry.format} table, not delta")
+        return None
+    t = SqlTable.open(conn, table, entry, options)
+    record.update(location=entry.location, log_readable=t.readable)
+    record["files_before"], record["bytes_before"] = t.counts()
+    return t
+
+
+def _changed(metrics: Mapping[str, Any]) -> bool:
+    keys = ("numFilesAdded", "numFilesRemoved", "numAddedFiles", "numRemovedFiles")
+    return any((metrics.get(k) or 0) > 0 for k in keys)
+
+
+def _finish(t: SqlTable, record: dict[str, Any], before: int | None, wrote: bool) -> None:
+    """Validate what the server committed (log readable) and count the files after."""
+    if wrote:
+        record["validation"] = t.validate(before)
+        record["files_after"], record["bytes_after"] = t.counts()
+    else:
+        record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
+
+
+# ----------------------------------------------------------------------------- OPTIMIZE
+def _optimize(
+    t: SqlTable, record: dict[str, Any], where: Sequence[str], zorder_by: Sequence[str], s: ModelSettings
+) -> bool:
+    plan = None
+    if t.snapshot is not None:
+        from ..api import plan_optimize
+
+        plan = plan_optimize(
+            None,
+            t.location,
+            where=list(where),
+            zorder_by=list(zorder_by),
+            min_file_size=s.min_file_size,
+            max_file_size=s.max_file_size,
+            storage_options=t.options,
+        )
+        if plan.is_noop:
+            record.update(decision="optimize", status="nothingToDo", plan=plan.summary())
+            return False
+    statements = statements_for_optimize(t, where, zorder_by, plan)
+    metrics = t.run(statements, (s.min_file_size, s.max_file_size))
+    wrote = _changed(metrics)
+    record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=metrics)
+    record["statements"] = len(statements)
+    return wrote
+
+
+def _ensure_clustered(t: SqlTable, record: dict[str, Any], columns: tuple[str, ...]) -> None:
+    """ALTER TABLE ... CLUSTER BY the model's columns when the server says it is not clustered by them yet."""
+    current = [c.lower() for c in t.clustering_columns()]
+    if current != [c.lower() for c in columns]:
+        t.conn.rows(sql.alter_cluster_by(t.table, columns))
+        record["clustered_by"] = list(columns)
+        t.snapshot = SqlTable.open(t.conn, t.table, t.entry, t.options).snapshot  # the new clustering
+
+
+# ----------------------------------------------------------------------------- auto compaction
+def _auto_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[dict[str, Any], Any]:
+    """Our decision from the log (the same rules as on a session); (result dict, config)."""
+    from ..api import auto_compact
+
+    r = auto_compact(
+        None,
+        t.location,
+        since if since is not None and since >= 0 else None,
+        enabled=True,
+        min_file_size=s.min_file_size,
+        max_file_size=s.max_file_size,
+        min_num_files=s.min_num_files,
+        storage_options=t.options,
+        decide_only=True,
+    )
+    out = r.to_dict()
+    if r.error:
+        raise RuntimeError(r.error)
+    out["partitions"] = None if r.status == RUN_ON_ALL else [dict(c.partition) for c in r.chosen]
+    return out, r.config
+
+
+def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[dict[str, Any], Any]:
+    """Without the log: the skip rules on DESCRIBE HISTORY, the small-file rule on DESCRIBE DETAIL's totals."""
+    from ..plan.autocompact import (
+        SKIP_BLIND_APPEND,
+        SKIP_EMPTY_INGESTION,
+        SKIP_OWN_COMMIT,
+        AutoCompactConfig,
+        decide_counts,
+    )
+
+    sizes = {"min_file_size": s.min_file_size, "max_file_size": s.max_file_size, "min_num_files": s.min_num_files}
+    config = AutoCompactConfig.resolve(None, {k: v for k, v in sizes.items() if v is not None})
+    latest = t.version()
+    rows = t.history(since if since is not None and since >= 0 else None, latest if latest is not None else -1)
+    data = [r for r in rows if str(r.get("operation")) not in ("OPTIMIZE", "REORG")]
+    out: dict[str, Any] = {"sinceVersion": since, "triggeringVersions": [r.get("version") for r in rows]}
+    if not rows:
+        return {**out, "status": SKIP_EMPTY_INGESTION, "reason": f"no commits after version {since}"}, config
+    if not data:
+        return {**out, "status": SKIP_OWN_COMMIT, "reason": "the triggering commits are OPTIMIZE commits"}, config
+    if config.non_blind_append and config.modified_partitions_only and all(r.get("isBlindAppend") for r in data):
+        return {**out, "status": SKIP_BLIND_APPEND, "reason": "the write was a blind append"}, config
+    detail = t.detail()
+    n, size = detail.num_files or 0, detail.size_in_bytes or 0
+    small = n if n and size / n < config.small_file_threshold else 0
+    d = decide_counts({(): small}, {(): n}, [()], [], config)
+    reason = f"{d.reason}; estimated for the whole table from DESCRIBE DETAIL ({n} files, {size} bytes)"
+    return {**out, "status": d.status, "reason": reason, "partitions": None}, config
+
+
+def _auto(t: SqlTable, record: dict[str, Any], since: int | None, s: ModelSettings) -> bool:
+    decision, config = _auto_decision(t, since, s) if t.snapshot is not None else _estimated_decision(t, since, s)
+    partitions = decision.pop("partitions", None)
+    record.update(decision=decision["status"], status=decision["status"], reason=decision["reason"])
+    record["auto_compact"] = decision
+    if decision["status"] not in _RUN:
+        return False
+    if t.snapshot is None or t.clustering_columns():
+        statements = [sql.optimize(t.table)]  # a clustered table takes no WHERE; no log: the whole table
+    else:
+        snap = t.snapshot
+        chunks = where_chunks(partitions, snap.partition_types, snap.partition_columns)
+        statements = [sql.optimize(t.table, where=w) for w in chunks]
+    metrics = t.run(statements, (config.small_file_threshold, config.max_file_size))
+    decision["metrics"] = record["metrics"] = metrics
+    return _changed(metrics)
+
+
+# ----------------------------------------------------------------------------- entry points
+def run_model(
+    conn: SqlConnection,
+    record: dict[str, Any],
+    table: str,
+    file_format: str | None,
+    s: ModelSettings,
+    since: int | None,
+) -> None:
+    """Post-hook: auto compaction, OPTIMIZE, or liquid clustering of one model's table, through SQL."""
+    ignored = ignored_settings(s)
+    if ignored:
+        record["warning"] = (
+            f"delta_optimize {table}: through dbt's {conn.method} connection these settings cannot apply and "
+            f"were ignored: {', '.join(ignored)} (they need a Spark session: set the var delta_optimize_spark_remote)"
+        )
+    t = _open(conn, record, table, file_format, s.storage_options)
+    if t is None:
+        return
+    before = t.version()
+    if s.liquid_clustered_by:
+        _ensure_clustered(t, record, s.liquid_clustered_by)
+        wrote = _optimize(t, record, (), (), s)
+    elif s.mode == "optimize":
+        wrote = _optimize(t, record, s.where, s.zorder_by, s)
+    else:
+        wrote = _auto(t, record, since, s)
+    _finish(t, record, before, wrote)
+
+
+def run_optimize(
+    conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, args: OperationArgs
+) -> None:
+    """``run-operation optimize`` on one table through SQL (a plan only, with dry_run)."""
+    t = _open(conn, record, table, file_format, args.storage_options)
+    if t is None:
+        return
+    if args.dry_run:
+        _dry_run(t, record, lambda plan: statements_for_optimize(t, args.where, args.zorder_by, plan), "optimize", args)
+        return
+    before = t.version()
+    s = ModelSettings(mode="optimize", storage_options=args.storage_options)
+    _finish(t, record, before, _optimize(t, record, args.where, args.zorder_by, s))
+
+
+def run_purge(
+    conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, args: OperationArgs
+) -> None:
+    """``run-operation purge`` on one table: ``REORG TABLE ... APPLY (PURGE)`` through SQL."""
+    t = _open(conn, record, table, file_format, args.storage_options)
+    if t is None:
+        return
+    if args.dry_run:
+        _dry_run(t, record, lambda plan: statements_for_purge(t, args.where, plan), "purge", args)
+        return
+    before = t.version()
+    plan = None
+    if t.snapshot is not None:
+        from ..purge import plan_purge
+
+        plan = plan_purge(None, t.location, where=list(args.where), storage_options=t.options)
+        if plan.is_noop:
+            record.update(decision="purge", status="nothingToDo", plan=plan.summary())
+            _finish(t, record, before, False)
+            return
+    statements = statements_for_purge(t, args.where, plan)
+    metrics = t.run(statements)
+    wrote = _changed(metrics)
+    record.update(decision="purge", status="purged" if wrote else "nothingToDo", metrics=metrics)
+    record["statements"] = len(statements)
+    _finish(t, record, before, wrote)
+
+
+def _dry_run(t: SqlTable, record: dict[str, Any], statements: Any, mode: str, args: OperationArgs) -> None:
+    """A plan (log readable) and the statements that would run; nothing is sent but DESCRIBE."""
+    plan = None
+    if t.snapshot is not None:
+        if mode == "purge":
+            from ..purge import plan_purge
+
+            plan = plan_purge(None, t.location, where=list(args.where), storage_options=t.options)
+        else:
+            from ..api import plan_optimize
+
+            plan = plan_optimize(
+                None,
+                t.location,
+                where=list(args.where),
+                zorder_by=list(args.zorder_by),
+                storage_options=t.options,
+            )
+    summary: dict[str, Any] = plan.summary() if plan is not None else {}
+    summary["statements"] = [] if plan is not None and plan.is_noop else statements(plan)
+    record.update(decision="plan", status="planned", plan=summary)
+    record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
