@@ -191,7 +191,7 @@ class OptimizeExecutor:
             indexed = 32
         dv_files = [f for b in kept_bins for f in b.files if f.deletion_vector is not None]
         zstats = None
-        if plan.mode == "zorder" and not plan.cluster_by:  # delta-spark: no zOrderStats for liquid clustering
+        if plan.operation.kind == "zorder":  # delta-spark: no zOrderStats for liquid clustering
             other = ZOrderFileStats(len(removed), sum(removed))
             zstats = ZOrderStats("all", ZOrderFileStats(0, 0), other, 0, other, len(partitions))
         return OptimizeMetrics(
