@@ -126,34 +126,29 @@ def _paren(e: exp.Paren, ctx: Context) -> Node:
 
 
 # ----------------------------------------------------------------------------- logic
-def _and(e: exp.And, ctx: Context) -> Node:
-    left, right = _bool_operand(e.left, ctx), _bool_operand(e.right, ctx)
+def _connective(absorbing: bool) -> Handler:
+    """SQL's three-valued AND (``absorbing`` False) or OR (True): the absorbing value wins, else unknown
+    wins, and the right side is evaluated only when the left does not decide."""
 
-    def fn(row: Row) -> Any:
-        a = left.fn(row)
-        if a is False:
-            return False
-        b = right.fn(row)
-        if b is False:
-            return False
-        return None if a is None or b is None else True
+    def handler(e: exp.And | exp.Or, ctx: Context) -> Node:
+        left, right = _bool_operand(e.left, ctx), _bool_operand(e.right, ctx)
 
-    return Node(fn, "boolean")
+        def fn(row: Row) -> Any:
+            a = left.fn(row)
+            if a is absorbing:
+                return absorbing
+            b = right.fn(row)
+            if b is absorbing:
+                return absorbing
+            return None if a is None or b is None else not absorbing
+
+        return Node(fn, "boolean")
+
+    return handler
 
 
-def _or(e: exp.Or, ctx: Context) -> Node:
-    left, right = _bool_operand(e.left, ctx), _bool_operand(e.right, ctx)
-
-    def fn(row: Row) -> Any:
-        a = left.fn(row)
-        if a is True:
-            return True
-        b = right.fn(row)
-        if b is True:
-            return True
-        return None if a is None or b is None else False
-
-    return Node(fn, "boolean")
+_and = _connective(False)
+_or = _connective(True)
 
 
 def _not(e: exp.Not, ctx: Context) -> Node:
