@@ -133,3 +133,32 @@ def test_storage_options_reach_the_snapshot(tmp_path, monkeypatch):
     plan_purge(None, path, storage_options=options)
     auto_compact(None, path, enabled=True, min_num_files=50, storage_options=options)
     assert seen == [options] * 3
+
+
+def test_nothing_to_do_needs_no_spark(tmp_path):
+    """A path table with no bins: the run plans, cleans debris and reports, and never imports pyspark."""
+    path = _table(str(tmp_path / "t"), commits=1)  # one file per partition: nothing to compact
+    log = log_snapshot(path)
+    r = cli("optimize", path, "--json")
+    assert r.returncode == 0 and "JVM False" in r.stderr, r.stderr
+    m = json.loads(r.stdout)
+    assert (m["numBins"], m["committedVersions"], m["totalConsideredFiles"], m["numBatches"]) == (0, [], 2, 1)
+    assert m["totalClusterParallelism"] == max(2, os.cpu_count() or 2)  # the embedded session's
+    assert log_snapshot(path) == log
+
+
+@pytest.mark.spark
+def test_nothing_to_do_reports_what_a_spark_run_reports(spark, tmp_path):
+    from dbt_delta_optimize.api import optimize
+    from dbt_delta_optimize.ops.pipeline import nothing_to_do, open_snapshot
+
+    path = _table(str(tmp_path / "t"), commits=1)
+    with_spark = optimize(spark, path).to_dict()
+    snapshot = open_snapshot(path, None)
+    plan = plan_optimize(spark, path)
+    without = nothing_to_do(snapshot, plan, start_ms=0).to_dict()
+    varying = ("startTimeMs", "endTimeMs", "totalClusterParallelism")
+    assert {k: v for k, v in without.items() if k not in varying} == {
+        k: v for k, v in with_spark.items() if k not in varying
+    }
+    assert with_spark["numBins"] == 0 and with_spark["committedVersions"] == []

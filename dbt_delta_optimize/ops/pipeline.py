@@ -10,8 +10,10 @@ that session's conf, so the run is exactly what that session would plan.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,10 +38,13 @@ __all__ = [
     "active_conf",
     "execute",
     "local_time_zone",
+    "nothing_to_do",
     "open_snapshot",
     "plan_only",
     "run",
 ]
+
+log = logging.getLogger(__name__)
 
 TIME_ZONE_KEY = "spark.sql.session.timeZone"
 
@@ -113,6 +118,12 @@ class Session:
         if get_conf is _no_conf:
             return Settings(_no_conf, local_time_zone(), exact=False)
         return Settings(get_conf, get_conf(TIME_ZONE_KEY) or "UTC", exact=True)
+
+    def embedded(self) -> bool:
+        """Whether the session would be a new embedded one: none given, none running, no Spark Connect address."""
+        from ..engine.session import REMOTE_ENV
+
+        return self.running() is None and not os.environ.get(REMOTE_ENV)
 
     def spark(self) -> SparkSession:
         """The session, started (or connected) if there is none yet."""
@@ -189,15 +200,33 @@ def run(
     progress: ProgressCallback | None = None,
     started: float | None = None,
 ) -> OptimizeMetrics:
-    """Refuse or plan without Spark, then run the plan on Spark and commit it."""
+    """Refuse or plan without Spark, then run the plan on Spark and commit it.
+
+    A plan with nothing to do needs no Spark when the session would be a new embedded one: its conf is
+    the defaults the plan was made with, so the result is the one that session would give.
+    """
     session = Session(spark)
     snapshot = _gated(target, session)
     settings = session.settings()
     plan = planner(snapshot, settings)  # a bad predicate or setting fails here, before Spark starts
+    if plan.is_noop and not settings.exact and session.embedded():
+        return nothing_to_do(snapshot, plan, start_ms=int(time.time() * 1000))
     engine = session.engine()
     if not settings.exact:  # planned without the session that now runs it: plan with its conf
         plan = planner(snapshot, session.settings())
     return execute(engine, snapshot, plan, progress=progress, started=started)
+
+
+def nothing_to_do(snapshot: Snapshot, plan: OptimizePlan, *, start_ms: int) -> OptimizeMetrics:
+    """A run with no bins, without Spark: what dead runs left is cleaned up, as a run does first."""
+    from ..delta.debris import clean_debris
+    from ..engine.session import embedded_parallelism
+    from ..plan.metrics import RunOutcome, run_metrics
+
+    cleaned = clean_debris(snapshot.storage, snapshot.location)
+    if cleaned.removed:
+        log.info("removed what earlier killed runs left in %s: %s", snapshot.location, cleaned.to_dict())
+    return run_metrics(plan, snapshot, RunOutcome(), parallelism=embedded_parallelism(), tasks=0, start_ms=start_ms)
 
 
 def execute(
