@@ -87,10 +87,16 @@ class Session:
         self._engine: SparkEngine | None = None
 
     def running(self) -> SparkSession | None:
-        """The caller's session or the one already running in this process; never starts one."""
+        """The caller's session or the one already running in this process; never starts one.
+
+        With a Spark Connect address (``SPARK_REMOTE``) the session is the server's, as ``get_spark`` decides:
+        not there until connected.
+        """
+        from ..engine.session import REMOTE_ENV
+
         if self._spark is not None:
             return self._spark
-        if "pyspark" not in sys.modules:
+        if "pyspark" not in sys.modules or os.environ.get(REMOTE_ENV):
             return None
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
@@ -123,7 +129,7 @@ class Session:
         """Whether the session would be a new embedded one: none given, none running, no Spark Connect address."""
         from ..engine.session import REMOTE_ENV
 
-        return self.running() is None and not os.environ.get(REMOTE_ENV)
+        return not os.environ.get(REMOTE_ENV) and self.running() is None
 
     def spark(self) -> SparkSession:
         """The session, started (or connected) if there is none yet."""
