@@ -26,15 +26,16 @@ def option_help(option: Option) -> str:
     return f"{option.help} [default: {option.default_text()}]"
 
 
-def _parsed(option: Option) -> Callable[[click.Context, click.Parameter, str | None], Any]:
-    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+def _size(option: Option) -> Callable[[click.Context, click.Parameter, str | None], int | None]:
+    """A size flag is parsed as Spark parses sizes, the error naming the flag."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
         if value is None:
             return None
         try:
-            parsed = option.parse(value, key=option.flag)
+            return int(option.parse(value, key=option.flag))
         except InvalidArgumentError as exc:
             raise click.BadParameter(str(exc)) from None
-        return parsed if option.kind == "size" else value  # checked here; the API parses the text again
 
     return callback
 
@@ -50,8 +51,11 @@ def _flag(option: Option) -> Callable[[F], F]:
         return click.option(option.flag, option.name, type=click.FloatRange(0.0, 1.0), **common)
     if option.kind == "choice":
         return click.option(option.flag, option.name, type=click.Choice(option.choices), **common)
-    metavar = {"size": "SIZE", "duration": "DURATION", "bins_or_duration": "N|DURATION"}[option.kind]
-    return click.option(option.flag, option.name, callback=_parsed(option), metavar=metavar, **common)
+    if option.kind == "size":
+        return click.option(option.flag, option.name, callback=_size(option), metavar="SIZE", **common)
+    # durations: the text as given; the API parses it (an error names the setting, exit 2)
+    metavar = "DURATION" if option.kind == "duration" else "N|DURATION"
+    return click.option(option.flag, option.name, metavar=metavar, **common)
 
 
 def option_named(options: Sequence[Option], name: str) -> Option:
