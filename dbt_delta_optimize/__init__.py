@@ -20,21 +20,22 @@ _LAZY = {
     "OptimizeConfig": "plan.config",
     "OptimizeExecutor": "engine.executor",
     "OptimizeMetrics": "plan.metrics",
-    "OptimizeOptions": "plan.config",
+    "OptimizeOptions": "options",
     "OptimizePlan": "plan.planner",
     "Protocol": "delta.actions",
     "RemoveFile": "delta.actions",
     "Snapshot": "delta.snapshot",
     "Transaction": "delta.commit",
-    "auto_compact": "api",
+    "auto_compact": "ops.auto_compact",
     "ensure_write_supported": "delta.protocol",
     "get_spark": "engine.session",
     "health_report": "inspect.health",
     "load_snapshot": "delta.snapshot",
-    "optimize": "api",
-    "plan_optimize": "api",
-    "plan_purge": "purge",
-    "purge": "purge",
+    "optimize": "ops.optimize",
+    "options_table_markdown": "options",
+    "plan_optimize": "ops.optimize",
+    "plan_purge": "ops.purge",
+    "purge": "ops.purge",
     "read_commits": "delta.snapshot",
     "validate_actions": "inspect.validate",
     "validate_commit": "inspect.validate",
@@ -64,6 +65,7 @@ __all__ = [
     "health_report",
     "load_snapshot",
     "optimize",
+    "options_table_markdown",
     "plan_optimize",
     "plan_purge",
     "purge",
@@ -73,7 +75,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .api import auto_compact, optimize, plan_optimize
+    from . import errors
     from .delta.actions import AddFile, DeletionVector, Metadata, Protocol, RemoveFile
     from .delta.commit import CommitResult, Transaction
     from .delta.protocol import ensure_write_supported
@@ -82,11 +84,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine.session import get_spark
     from .inspect.health import HealthReport, health_report
     from .inspect.validate import validate_actions, validate_commit
+    from .ops.auto_compact import auto_compact
+    from .ops.optimize import optimize, plan_optimize
+    from .ops.purge import plan_purge, purge
+    from .options import OptimizeOptions, options_table_markdown
     from .plan.autocompact import AutoCompactResult
-    from .plan.config import OptimizeConfig, OptimizeOptions
+    from .plan.config import OptimizeConfig
     from .plan.metrics import OptimizeMetrics
     from .plan.planner import OptimizePlan
-    from .purge import plan_purge, purge
 
 
 def __getattr__(name: str) -> Any:
@@ -95,11 +100,13 @@ def __getattr__(name: str) -> Any:
 
         globals()["plugins"] = [DeltaOptimizePlugin]
         return globals()["plugins"]
+    import importlib
+
+    if name == "errors":  # a module of the package (importing it sets the attribute)
+        return importlib.import_module(".errors", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'dbt_delta_optimize' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

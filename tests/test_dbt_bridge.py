@@ -58,8 +58,8 @@ def test_modules_context_property_reads_the_wrapped_function():
         ({"curve": "peano"}, "curve must be one of zorder, hilbert"),
         ({"min_file_size": True}, "min_file_size must be a size"),
         ({"max_file_size": "lots"}, "meta.delta_optimize.max_file_size"),
-        ({"min_num_files": 0}, "min_num_files must be a whole number >= 1"),
-        ({"min_num_files": "3.5"}, "min_num_files must be a whole number >= 1"),
+        ({"min_num_files": -1}, "min_num_files must be a whole number >= 0"),
+        ({"min_num_files": "3.5"}, "min_num_files must be a whole number >= 0"),
         ({"skip": "yes"}, "skip must be true or false"),
         ({"min_files": 3}, "Unknown meta.delta_optimize setting"),
         (["mode", "auto"], "meta.delta_optimize must be a mapping"),
@@ -77,12 +77,17 @@ def test_invalid_model_settings_fail_softly_with_a_clear_message(tmp_path, monke
 
 def test_valid_settings_are_normalised():
     from dbt_delta_optimize.dbt.settings import ModelSettings, parse_operation_args, parse_settings
+    from dbt_delta_optimize.options import OptimizeOptions
 
     s = parse_settings(
         {"mode": "optimize", "where": "d > 1", "zorder_by": "a, b", "min_file_size": "1m", "min_num_files": "3"}
     )
     assert s == ModelSettings(
-        mode="optimize", where=("d > 1",), zorder_by=("a", "b"), min_file_size=2**20, min_num_files=3
+        mode="optimize",
+        where=("d > 1",),
+        zorder_by=("a", "b"),
+        options=OptimizeOptions(min_file_size=2**20),
+        min_num_files=3,
     )
     assert parse_settings(None) == parse_settings({}) == ModelSettings()
     assert parse_operation_args(["a = 1"], None, True).where == ("a = 1",)
@@ -199,7 +204,7 @@ def test_max_duration_setting_is_a_validated_duration():
     from dbt_delta_optimize.dbt.settings import parse_settings
     from dbt_delta_optimize.errors import InvalidArgumentError
 
-    assert parse_settings({"max_duration": "10m"}).max_duration == 600
-    assert parse_settings({}).max_duration is None
+    assert parse_settings({"max_duration": "10m"}).options.max_duration == 600
+    assert parse_settings({}).options.max_duration is None
     with pytest.raises(InvalidArgumentError, match=r"meta\.delta_optimize\.max_duration"):
         parse_settings({"max_duration": "forever"})

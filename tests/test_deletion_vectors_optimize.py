@@ -177,7 +177,7 @@ def test_purge_api_and_cli(spark, dv_table, tmp_path):
     expected = rows_spark(spark, p)
     in_a = [f for f in dv_files(p) if f.partition_values["part"] == "a"]
     plan = purge(None, p, where="part = 'a'", dry_run=True)
-    assert plan.operation == "REORG" and sorted(f.path for f in plan.files_to_rewrite) == sorted(f.path for f in in_a)
+    assert plan.commit_name == "REORG" and sorted(f.path for f in plan.files_to_rewrite) == sorted(f.path for f in in_a)
     # only partition a, through the CLI
     res = CliRunner().invoke(cli, ["purge", p, "--where", "part = 'a'", "--json"])
     assert res.exit_code == 0, res.output

@@ -39,3 +39,9 @@ def test_embedded_session_leaves_pyspark_python_alone(spark):
     assert spark.sparkContext.parallelize([1], 1).map(lambda _: __import__("sys").executable).collect() == [
         sys.executable
     ]
+
+
+def test_errors_module_is_an_attribute_right_after_import():
+    code = "import dbt_delta_optimize as d; print(d.errors.DeltaOptimizeError.__name__, d.errors.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["DeltaOptimizeError", "dbt_delta_optimize.errors"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from dbt_delta_optimize.delta.actions import AddFile
+from dbt_delta_optimize.delta.file_table import FileTable
 from dbt_delta_optimize.errors import InvalidArgumentError, InvalidPredicateError
 from dbt_delta_optimize.plan.predicate import parse_predicates, select_partitions
 
@@ -111,6 +112,14 @@ class FakeSnapshot:
     partition_columns: tuple[str, ...]
     partition_types: dict[str, str]
     files: tuple[AddFile, ...]
+
+    @property
+    def physical_partition_columns(self) -> tuple[str, ...]:
+        return self.partition_columns
+
+    @property
+    def file_table(self) -> FileTable:
+        return FileTable.from_files(self.files)
 
 
 def snapshot() -> FakeSnapshot:

@@ -1,4 +1,4 @@
-"""What every CLI command shares: one error boundary, logging, sizes, and where a table is.
+"""What every CLI command shares: one error boundary, logging, and where a table is.
 
 The boundary is built into the command class: every command of the group runs through
 ``run``, and the group turns click's own usage errors into the same one line. An error is one
@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from ..errors import DeltaOptimizeError, InvalidArgumentError, exit_code
+from ..errors import DeltaOptimizeError, exit_code
 
 __all__ = [
     "BoundaryCommand",
@@ -29,7 +29,6 @@ __all__ = [
     "location",
     "one_line",
     "run",
-    "size_option",
     "use_remote",
 ]
 
@@ -166,18 +165,6 @@ def configure_logging(verbose: int, debug: bool) -> Callable[[], None]:
             lg.handlers = handlers
 
     return restore
-
-
-def size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    """click callback: parse 128m / 1g / bytes with ``plan.config.parse_size``, naming the option on error."""
-    if value is None:
-        return None
-    from ..plan.config import parse_size
-
-    try:
-        return parse_size(value, key=f"--{(param.name or 'size').replace('_', '-')}")
-    except InvalidArgumentError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def location(table: str) -> str:

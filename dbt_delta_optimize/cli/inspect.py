@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..options import OPTIMIZE_OPTIONS
 from .common import BoundaryCommand, location, storage_option, storage_options, table_storage
-from .common import size_option as _size
 from .format import echo_json, human_size, make_table, print_table
+from .settings import option_named, setting_flags
 
 if TYPE_CHECKING:
     from ..inspect.findings import ValidationReport
@@ -164,9 +165,7 @@ def _print_health(report: dict[str, Any]) -> None:
     "--html", "html_path", type=click.Path(dir_okay=False, writable=True), help="Also write an HTML page here."
 )
 @click.option("--compare-version", type=click.IntRange(min=0), help="Show this version as 'before' next to the latest.")
-@click.option(
-    "--min-file-size", callback=_size, help="Small-file threshold of OPTIMIZE (default 1g or the session conf)."
-)
+@setting_flags([option_named(OPTIMIZE_OPTIONS, "min_file_size")])
 def health(
     table: str, as_json: bool, html_path: str | None, compare_version: int | None, min_file_size: int | None
 ) -> None:

@@ -97,17 +97,22 @@ def _delta_location(
 
 
 def _ensure_clustered(
-    spark: Spark, record: dict[str, Any], table: str, location: str, columns: tuple[str, ...]
+    spark: Spark,
+    record: dict[str, Any],
+    table: str,
+    location: str,
+    columns: tuple[str, ...],
+    options: Mapping[str, str] | None,
 ) -> None:
     """ALTER TABLE ... CLUSTER BY the model's columns when the table is not clustered by them yet.
 
     dbt-spark creates tables without CLUSTER BY; delta-spark turns an unpartitioned table into a
     clustered one with ALTER TABLE CLUSTER BY (a metadata-only commit); OPTIMIZE then clusters it.
     """
-    from ..delta.snapshot import load_snapshot
+    from ..ops.pipeline import open_snapshot
     from ..plan.liquid import clustering_columns, is_clustered_table
 
-    snap = load_snapshot(location)
+    snap = open_snapshot(location, options)
     current = clustering_columns(snap) if is_clustered_table(snap.protocol) else []
     if [c.lower() for c in current] != [c.lower() for c in columns]:
         cols = ", ".join(".".join(f"`{p}`" for p in c.split(".")) for c in columns)
@@ -119,7 +124,7 @@ def _ensure_clustered(
 def _optimize(
     spark: Spark, location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], s: ModelSettings
 ) -> OptimizeMetrics:
-    from ..api import optimize
+    from ..ops.optimize import optimize
 
     return optimize(
         spark(),
@@ -127,9 +132,7 @@ def _optimize(
         where=list(where),
         zorder_by=list(zorder_by),
         curve=s.curve,
-        min_file_size=s.min_file_size,
-        max_file_size=s.max_file_size,
-        max_duration=s.max_duration,
+        options=s.options,
         storage_options=s.storage_options,
     )
 
@@ -137,21 +140,21 @@ def _optimize(
 def _plan(
     spark: Spark, location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], options: Mapping[str, str] | None
 ) -> OptimizePlan:
-    from ..api import plan_optimize
+    from ..ops.optimize import plan_optimize
 
     return plan_optimize(spark(), location, where=list(where), zorder_by=list(zorder_by), storage_options=options)
 
 
 def _auto_compact(spark: Spark, location: str, since: int | None, s: ModelSettings) -> AutoCompactResult:
-    from ..api import auto_compact
+    from ..ops.auto_compact import auto_compact
 
     return auto_compact(
         spark(),
         location,
         since if since is not None and since >= 0 else None,
         enabled=True,
-        min_file_size=s.min_file_size,
-        max_file_size=s.max_file_size,
+        min_file_size=s.options.min_file_size,
+        max_file_size=s.options.max_file_size,
         min_num_files=s.min_num_files,
         storage_options=s.storage_options,
     )
@@ -312,7 +315,7 @@ class Bridge:
         if location is None:
             return
         if s.liquid_clustered_by:
-            _ensure_clustered(spark, record, table, location, s.liquid_clustered_by)
+            _ensure_clustered(spark, record, table, location, s.liquid_clustered_by, s.storage_options)
             wrote = _optimized(record, _optimize(spark, location, (), (), s))
         elif s.mode == "optimize":
             wrote = _optimized(record, _optimize(spark, location, s.where, s.zorder_by, s))
@@ -361,7 +364,7 @@ class Bridge:
         spark_target: Any = None,
     ) -> dict[str, Any]:
         """``dbt run-operation purge`` body for one table: REORG ... APPLY (PURGE) (or its plan, with dry_run)."""
-        from ..purge import purge
+        from ..ops.purge import purge
 
         def plan(spark: Spark, location: str, args: OperationArgs) -> OptimizePlan:
             return purge(spark(), location, where=list(args.where), dry_run=True, storage_options=args.storage_options)

@@ -71,7 +71,7 @@ def _dbt(env: dict[str, str], *args: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import __version__
+    from .._version import __version__
 
     work = os.path.abspath(os.environ.get("DEMO_DIR", ".delta_optimize/demo"))
     shutil.rmtree(work, ignore_errors=True)

@@ -2,16 +2,19 @@
 
 They arrive from YAML and Jinja as loosely typed data; each key is checked here once, so a wrong
 type is an ``InvalidArgumentError`` naming the key (the hook reports it, per ``on_error``), never
-a TypeError deep inside a compaction.
+a TypeError deep inside a compaction. The keys are the model's own (mode, where, ...) and every
+setting the one declaration of options (``dbt_delta_optimize.options``) marks as a meta key,
+parsed by that declaration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from ..errors import InvalidArgumentError
+from ..options import AUTO_COMPACT_OPTIONS, OPTIMIZE_OPTIONS, OptimizeOptions, Option
 
 __all__ = ["SETTINGS", "ModelSettings", "OperationArgs", "parse_operation_args", "parse_settings"]
 
@@ -30,12 +33,11 @@ class ModelSettings:
     where: tuple[str, ...] = ()
     zorder_by: tuple[str, ...] = ()
     curve: Curve = "zorder"
-    min_file_size: int | None = None
-    max_file_size: int | None = None
+    #: the OPTIMIZE settings the model gave (``min_file_size`` and ``max_file_size`` also size auto compaction)
+    options: OptimizeOptions = field(default_factory=OptimizeOptions)
     min_num_files: int | None = None
     on_error: OnError = "warn"
     skip: bool = False
-    max_duration: float | None = None
     storage_options: Mapping[str, str] | None = None
     #: liquid clustering columns (dbt-databricks' config name; dbt-spark has none): the post-hook
     #: makes the table CLUSTER BY these columns and clusters it
@@ -69,32 +71,13 @@ def _strings(key: str, value: Any, prefix: str = _PREFIX) -> tuple[str, ...]:
     raise InvalidArgumentError(f"{prefix}{key} must be a string or a list of strings, got {value!r}.")
 
 
-def _size(key: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InvalidArgumentError(f"{_PREFIX}{key} must be a size like '128m' or a number of bytes, got {value!r}.")
-    from ..plan.config import parse_size
+def _setting(option: Option) -> Callable[[str, Any], Any]:
+    """A declared option's meta parser: None stays unset, anything else is parsed by the declaration."""
 
-    return parse_size(value, key=_PREFIX + key)
+    def parse(key: str, value: Any) -> Any:
+        return None if value is None else option.parse(value, key=_PREFIX + key)
 
-
-def _count(key: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(f"{_PREFIX}{key} must be a whole number >= 1, got {value!r}.")
-    return int(value)
-
-
-def _duration(key: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    from ..plan.config import parse_duration
-
-    return parse_duration(value, key=_PREFIX + key)
+    return parse
 
 
 def _storage_options(key: str, value: Any, prefix: str = _PREFIX) -> dict[str, str] | None:
@@ -119,20 +102,21 @@ def _flag(key: str, value: Any) -> bool:
     return value
 
 
-_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+#: The model's own keys.
+_MODEL: dict[str, Callable[[str, Any], Any]] = {
     "mode": lambda k, v: _choice(k, "auto" if v is None else v, ("auto", "optimize", "never")),
     "where": _strings,
     "zorder_by": _strings,
     "curve": lambda k, v: _choice(k, "zorder" if v is None else v, ("zorder", "hilbert")),
-    "min_file_size": _size,
-    "max_file_size": _size,
-    "min_num_files": _count,
     "on_error": lambda k, v: _choice(k, "warn" if v is None else v, ("warn", "fail")),
     "skip": _flag,
-    "max_duration": lambda k, v: _duration(k, v),
     "storage_options": lambda k, v: _storage_options(k, v),
     "liquid_clustered_by": _strings,
 }
+#: The declared settings a model may give: every OPTIMIZE option, and auto compaction's own ones.
+_OPTIONS: dict[str, Option] = {o.name: o for o in (*AUTO_COMPACT_OPTIONS, *OPTIMIZE_OPTIONS) if o.meta_key is not None}
+_PARSERS: dict[str, Callable[[str, Any], Any]] = {**_MODEL, **{k: _setting(o) for k, o in _OPTIONS.items()}}
+_OPTIMIZE = frozenset(o.name for o in OPTIMIZE_OPTIONS)
 
 #: Every key ``meta.delta_optimize`` may hold.
 SETTINGS = tuple(_PARSERS)
@@ -149,7 +133,9 @@ def parse_settings(settings: Any) -> ModelSettings:
         raise InvalidArgumentError(
             f"Unknown meta.delta_optimize setting(s): {', '.join(unknown)}. Valid: {', '.join(sorted(SETTINGS))}."
         )
-    return ModelSettings(**{key: parse(key, settings.get(key)) for key, parse in _PARSERS.items()})
+    values = {key: parse(key, settings.get(key)) for key, parse in _PARSERS.items()}
+    options = OptimizeOptions(**{k: values.pop(k) for k in list(values) if k in _OPTIMIZE})
+    return ModelSettings(options=options, **values)
 
 
 def parse_operation_args(where: Any, zorder_by: Any, dry_run: Any, storage_options: Any = None) -> OperationArgs:

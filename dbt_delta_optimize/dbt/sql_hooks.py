@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..options import parse_size
 from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from . import sql_statements as sql
 from .settings import ModelSettings, OperationArgs
@@ -84,15 +85,15 @@ def _optimize(
             t.location,
             where=list(where),
             zorder_by=list(zorder_by),
-            min_file_size=s.min_file_size,
-            max_file_size=s.max_file_size,
+            min_file_size=s.options.min_file_size,
+            max_file_size=s.options.max_file_size,
             storage_options=t.options,
         )
         if plan.is_noop:
             record.update(decision="optimize", status="nothingToDo", plan=plan.summary())
             return False
     statements = statements_for_optimize(t, where, zorder_by, plan)
-    metrics = t.run(statements, (s.min_file_size, s.max_file_size))
+    metrics = t.run(statements, _sizes(s))
     wrote = _changed(metrics)
     record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=metrics)
     record["statements"] = len(statements)
@@ -118,8 +119,8 @@ def _auto_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[di
         t.location,
         since if since is not None and since >= 0 else None,
         enabled=True,
-        min_file_size=s.min_file_size,
-        max_file_size=s.max_file_size,
+        min_file_size=s.options.min_file_size,
+        max_file_size=s.options.max_file_size,
         min_num_files=s.min_num_files,
         storage_options=t.options,
         decide_only=True,
@@ -141,7 +142,11 @@ def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tup
         decide_counts,
     )
 
-    sizes = {"min_file_size": s.min_file_size, "max_file_size": s.max_file_size, "min_num_files": s.min_num_files}
+    sizes = {
+        "min_file_size": s.options.min_file_size,
+        "max_file_size": s.options.max_file_size,
+        "min_num_files": s.min_num_files,
+    }
     config = AutoCompactConfig.resolve(None, {k: v for k, v in sizes.items() if v is not None})
     latest = t.version()
     rows = t.history(since if since is not None and since >= 0 else None, latest if latest is not None else -1)
@@ -274,3 +279,12 @@ def _dry_run(t: SqlTable, record: dict[str, Any], statements: Any, mode: str, ar
     summary["statements"] = [] if plan is not None and plan.is_noop else statements(plan)
     record.update(decision="plan", status="planned", plan=summary)
     record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
+
+
+def _sizes(s: ModelSettings) -> tuple[int | None, int | None]:
+    """The model's OPTIMIZE sizes in bytes (meta may give ``128m``), set for the statement's duration."""
+
+    def size(key: str, value: int | str | None) -> int | None:
+        return None if value is None else parse_size(value, key=f"meta.delta_optimize.{key}")
+
+    return size("min_file_size", s.options.min_file_size), size("max_file_size", s.options.max_file_size)

@@ -214,6 +214,20 @@ class FileTable:
     def __len__(self) -> int:
         return len(self.adds)
 
+    @classmethod
+    def from_files(cls, files: Sequence[AddFile], versions: Sequence[int] | int = 0) -> FileTable:
+        """The table of some AddFiles (sorted by path), each added at ``versions`` (one each, or one for all).
+
+        For the files the log replay could not match (the snapshot's slow path) and hand-built snapshots.
+        """
+        import pyarrow as pa
+
+        _, add_type = _types()
+        added_in = [versions] * len(files) if isinstance(versions, int) else list(versions)
+        order = sorted(range(len(files)), key=lambda i: files[i].path)
+        adds = pa.array([files[i].to_json() for i in order], type=add_type)
+        return cls(adds, pa.array([added_in[i] for i in order], pa.int64()))
+
     @cached_property
     def sizes(self) -> list[int]:
         return list(self.adds.field("size").to_pylist())
@@ -244,6 +258,10 @@ class FileTable:
             flat = pc.map_lookup(pv, pa.scalar(c, pa.string()), "first") if len(pv) else pa.array([], pa.string())
             out.append(pc.if_else(pc.equal(flat, ""), pa.scalar(None, pa.string()), flat))
         return out
+
+    def partition_keys(self, columns: Sequence[str]) -> set[RawKey]:
+        """The distinct raw partition keys of the live files ("" read as null)."""
+        return set(self.partition_codes(columns)[1]) if len(self) else set()
 
     def partition_codes(self, columns: Sequence[str]) -> tuple[Any, list[RawKey]]:
         """Each row's partition as a number (an Arrow int32 array) and the raw key of each number.

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from ..errors import InvalidArgumentError, StorageAccessError, TableNotFoundError
-from .storage import FileInfo
+from .file_info import FileInfo
 
 __all__ = ["SCHEMES", "ObjectStorage", "redact", "store_options", "task_options"]
 

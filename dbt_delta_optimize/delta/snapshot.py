@@ -47,8 +47,13 @@ class Snapshot:
     metadata: Metadata
     files: Sequence[AddFile]
     storage: Storage = field(default_factory=LocalStorage, compare=False, repr=False)
-    #: the live add actions as Arrow columns (what planning reads at scale); None for a hand-built snapshot
-    file_table: FileTable | None = field(default=None, compare=False, repr=False)
+    #: the live add actions as Arrow columns: what planning, auto compaction and health read (built from
+    #: ``files`` when a snapshot is made by hand)
+    file_table: FileTable = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.file_table is None:
+            object.__setattr__(self, "file_table", FileTable.from_files(self.files, self.version))
 
     @property
     def log_dir(self) -> str:
@@ -103,7 +108,7 @@ class Snapshot:
 
     @property
     def total_size(self) -> int:
-        return sum(f.size for f in self.files)
+        return sum(self.file_table.sizes)
 
 
 def open_table(location: str, storage: Storage | None = None) -> tuple[str, Storage]:
@@ -205,13 +210,13 @@ def _protocol_and_metadata(dt: Any) -> tuple[Protocol, Metadata]:
     return protocol, metadata
 
 
-def _objects(dt: Any, root: str, storage: Storage, version: int) -> tuple[AddFile, ...]:
+def _objects(dt: Any, root: str, storage: Storage, version: int) -> FileTable:
     """The slow path, one object per file: when some live path was not found among the raw adds."""
     import pyarrow as pa
 
     live = pa.table(dt.get_add_actions(flatten=False)).select(["path", "size_bytes", "modification_time"])
     raw = _log.raw_adds(storage, root, version, _log.list_log(storage, root))
-    files = []
+    files, versions = [], []
     for row in live.to_pylist():
         found = raw.get(unquote(row["path"]))
         if found is None:  # should not happen; keep what deltalake told us
@@ -227,8 +232,8 @@ def _objects(dt: Any, root: str, storage: Storage, version: int) -> tuple[AddFil
             added_in, action = found
         check_log_path(action["path"], version=added_in, table=root)
         files.append(AddFile.from_json(action))
-    files.sort(key=lambda f: f.path)
-    return tuple(files)
+        versions.append(added_in)
+    return FileTable.from_files(files, versions)
 
 
 def _check_paths(table: FileTable, root: str) -> None:
@@ -247,22 +252,20 @@ def _check_paths(table: FileTable, root: str) -> None:
         check_log_path(paths[i].as_py(), version=versions[i].as_py(), table=root)
 
 
-def _live_files(
-    dt: Any, root: str, storage: Storage, version: int, prefetched: LogAdds | None
-) -> tuple[Sequence[AddFile], FileTable | None]:
+def _live_files(dt: Any, root: str, storage: Storage, version: int, prefetched: LogAdds | None) -> FileTable:
     import pyarrow as pa
 
     live = pa.table(dt.get_add_actions(flatten=False)).column("path").combine_chunks()
     if not len(live):
-        return (), None
+        return FileTable.from_files(())
     log = prefetched
     if log is None or log.version != version:
         log = read_log_adds(storage, root, version, _log.list_log(storage, root))
     table, missing = match_live(storage, root, log, live)
     if missing:
-        return _objects(dt, root, storage, version), None
+        return _objects(dt, root, storage, version)
     _check_paths(table, root)
-    return FileView(table), table
+    return table
 
 
 def _prefetch(storage: Storage, root: str, version: int | None) -> Future[LogAdds | None]:
@@ -294,12 +297,12 @@ def load_snapshot(location: str, version: int | None = None, *, storage: Storage
     try:
         v = dt.version()
         protocol, metadata = _protocol_and_metadata(dt)
-        files, table = _live_files(dt, root, storage, v, prefetched.result())
+        table = _live_files(dt, root, storage, v, prefetched.result())
     except DeltaOptimizeError:
         raise
     except Exception as exc:
         raise _translate(exc, root, storage, version) from exc
-    return Snapshot(root, v, protocol, metadata, files, storage, table)
+    return Snapshot(root, v, protocol, metadata, FileView(table), storage, table)
 
 
 def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, int]:
@@ -317,16 +320,17 @@ def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, 
 
 
 def partition_key(values: Mapping[str, str | None], columns: Iterable[str]) -> tuple[str | None, ...]:
-    """Raw partition tuple, with "" folded into null as delta-spark does."""
+    """Raw partition tuple, with "" folded into null as delta-spark does (``FileTable.partition_codes``' rule)."""
     return tuple((values.get(c) or None) for c in columns)
 
 
 def summarize(snapshot: Snapshot) -> dict[str, Any]:
     """A JSON-ready summary: version, protocol, schema shape, files and bytes per partition."""
     cols = snapshot.partition_columns
+    codes, keys = snapshot.file_table.partition_codes(snapshot.physical_partition_columns)
     per: dict[tuple[str | None, ...], list[int]] = {}
-    for f in snapshot.files:
-        per.setdefault(partition_key(f.partition_values, snapshot.physical_partition_columns), []).append(f.size)
+    for code, size in zip(codes.to_pylist(), snapshot.file_table.sizes):
+        per.setdefault(keys[code], []).append(size)
     return {
         "location": snapshot.location,
         "version": snapshot.version,

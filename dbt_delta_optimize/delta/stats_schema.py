@@ -23,10 +23,10 @@ DEFAULT_NUM_INDEXED_COLS = 32
 #: Session default (spark.databricks.io.skipping.stringPrefixLength); the table property wins.
 DEFAULT_STRING_PREFIX_LENGTH = 32
 
-_INTEGRAL = frozenset({"byte", "short", "integer", "long"})
-_FLOATING = frozenset({"float", "double"})
+INTEGRAL_TYPES = frozenset({"byte", "short", "integer", "long"})
+FLOATING_TYPES = frozenset({"float", "double"})
 _TEMPORAL = frozenset({"date", "timestamp", "timestamp_ntz"})
-_ASCII_MAX = "\x7f"
+ASCII_MAX = "\x7f"
 
 # --------------------------------------------------------------------------------------------
 
@@ -60,7 +60,7 @@ class StatsField:
 def _min_max_eligible(t: Any) -> bool:
     if not isinstance(t, str):
         return False
-    return t in _INTEGRAL or t in _FLOATING or t in _TEMPORAL or t == "string" or t.startswith("decimal")
+    return t in INTEGRAL_TYPES or t in FLOATING_TYPES or t in _TEMPORAL or t == "string" or t.startswith("decimal")
 
 
 def _is_struct_type(t: Any) -> bool:
@@ -167,11 +167,13 @@ def stats_columns(
     return _truncate_schema(fields, limit)[0]
 
 
-def _leaves(fields: Sequence[StatsField], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], StatsField]]:
+def stats_leaves(
+    fields: Sequence[StatsField], prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], StatsField]]:
     for f in fields:
         path = (*prefix, f.name)
         if f.is_struct:
-            yield from _leaves(f.children or (), path)
+            yield from stats_leaves(f.children or (), path)
         else:
             yield path, f
 

@@ -21,16 +21,9 @@ from typing import Protocol as TypingProtocol
 from urllib.parse import unquote, urlparse
 
 from ..errors import InvalidArgumentError
+from .file_info import FileInfo
 
 __all__ = ["FileInfo", "LocalStorage", "Storage", "join", "local_path", "storage_for", "table_uri"]
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    """Size and modification time of one stored object."""
-
-    size: int
-    modification_time_ms: int
 
 
 class Storage(TypingProtocol):

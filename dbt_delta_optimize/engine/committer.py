@@ -8,7 +8,6 @@ columns did not change; anything else stays the writer's typed conflict, with no
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,17 +40,7 @@ log = logging.getLogger(__name__)
 
 def operation_parameters(plan: OptimizePlan) -> dict[str, Any]:
     """commitInfo.operationParameters as delta-spark writes them (Catalyst strings, compact JSON)."""
-    if plan.operation == "REORG":  # DeltaOperations.Reorg: the predicates and applyPurge
-        return {"predicate": json.dumps(list(plan.predicates), separators=(",", ":")), "applyPurge": True}
-    params: dict[str, Any] = {
-        "predicate": json.dumps(list(plan.predicates), separators=(",", ":")),
-        "zOrderBy": json.dumps([] if plan.cluster_by else list(plan.zorder_by), separators=(",", ":")),
-        "clusterBy": json.dumps(list(plan.cluster_by), separators=(",", ":")),
-        "auto": plan.is_auto_compact,
-    }
-    if plan.cluster_by:  # delta-spark: isFull only for a clustered table
-        params["isFull"] = plan.is_full
-    return params
+    return plan.commit_parameters()
 
 
 def _still_safe(snapshot: Snapshot, files_read: Sequence[AddFile]) -> Snapshot | None:
@@ -198,7 +187,7 @@ def _commit_once(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinRe
         _check_planned(snapshot, files_read, validate_actions(snapshot, adds, removes))
     txn = Transaction(snapshot, max_attempts=config.max_commit_attempts)
     txn.track_read(files_read)
-    result = txn.commit([*adds, *removes], plan.operation, operation_parameters(plan), metrics)
+    result = txn.commit([*adds, *removes], plan.commit_name, operation_parameters(plan), metrics)
     if config.validate_commits:
         _check_landed(snapshot, result.version)
     return result

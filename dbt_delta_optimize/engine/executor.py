@@ -21,13 +21,7 @@ from ..delta.debris import STAGING_DIR, RunJournal, clean_debris
 from ..delta.protocol import ensure_write_supported
 from ..delta.snapshot import Snapshot
 from ..errors import CommitConflictError
-from ..plan.metrics import (
-    DeletionVectorStats,
-    FileSizeMetrics,
-    OptimizeMetrics,
-    ZOrderFileStats,
-    ZOrderStats,
-)
+from ..plan.metrics import OptimizeMetrics, RunOutcome, run_metrics
 from ..plan.ordering import order_bins
 from ..plan.planner import Bin, OptimizePlan
 from .bin_rewriter import BinResult, BinRewriter
@@ -167,58 +161,24 @@ class OptimizeExecutor:
 
     # ------------------------------------------------------------------ metrics
     def _metrics(self, run: _Run, runner: BinRunner, start_ms: int, tasks: int) -> OptimizeMetrics:
-        plan, snap = self.plan, self.snapshot
-        added = [a.size for r in run.results for a in r.adds]
-        removed = [rm.size or 0 for r in run.results for rm in r.removes]
-        kept_bins = [r.bin for r in run.results]
-        partitions = {tuple(sorted(b.partition_values.items())) for b in kept_bins}
-        n_cols = len(snap.schema["fields"])
-        try:
-            indexed = int(snap.configuration.get("delta.dataSkippingNumIndexedCols", "32"))
-        except ValueError:
-            indexed = 32
-        dv_files = [f for b in kept_bins for f in b.files if f.deletion_vector is not None]
-        zstats = None
-        if plan.mode == "zorder" and not plan.cluster_by:  # delta-spark: no zOrderStats for liquid clustering
-            other = ZOrderFileStats(len(removed), sum(removed))
-            zstats = ZOrderStats("all", ZOrderFileStats(0, 0), other, 0, other, len(partitions))
-        return OptimizeMetrics(
-            num_files_added=len(added),
-            num_files_removed=len(removed),
-            files_added=FileSizeMetrics.of(added),
-            files_removed=FileSizeMetrics.of(removed),
-            partitions_optimized=len(partitions),
-            z_order_stats=zstats,
-            num_bins=len(kept_bins),
-            num_batches=len(run.committed) if self.config.batch_size is not None else 1,
-            total_considered_files=len(plan.considered_files),
-            total_files_skipped=len(plan.considered_files) - len(removed),
-            preserve_insertion_order=False,
-            num_files_skipped_to_reduce_write_amplification=0,
-            num_bytes_skipped_to_reduce_write_amplification=0,
-            start_time_ms=start_ms,
-            end_time_ms=int(time.time() * 1000),
-            total_cluster_parallelism=self.engine.default_parallelism,
-            total_scheduled_tasks=tasks,
-            auto_compact_parallelism_stats=None,
-            deletion_vector_stats=(
-                DeletionVectorStats(
-                    len(dv_files), sum(f.deletion_vector.cardinality for f in dv_files if f.deletion_vector)
-                )
-                if dv_files
-                else None
-            ),
-            num_table_columns=n_cols,
-            num_table_columns_with_stats=n_cols if indexed < 0 else min(indexed, n_cols),
-            path=snap.location,
+        outcome = RunOutcome(
+            added=tuple(a.size for r in run.results for a in r.adds),
+            removed=tuple(rm.size or 0 for r in run.results for rm in r.removes),
+            bins=tuple(r.bin for r in run.results),
             committed_versions=tuple(c.version for c in run.committed),
-            partitions_skipped_already_clustered=len(plan.skipped_partitions),
-            num_bins_left=len(runner.left),
-            num_bytes_left=sum(b.size for b in runner.left),
-            failed_bins=tuple(f.to_dict() for f in runner.failures),
-            dropped_bins=tuple(d.to_dict() for d in run.dropped),
-            **_copy_metrics(run.results),
+            left=tuple(runner.left),
+            failed=tuple(f.to_dict() for f in runner.failures),
+            dropped=tuple(d.to_dict() for d in run.dropped),
             spark_fallbacks=tuple(runner.fallbacks),
+            **_copy_metrics(run.results),
+        )
+        return run_metrics(
+            self.plan,
+            self.snapshot,
+            outcome,
+            parallelism=self.engine.default_parallelism,
+            tasks=tasks,
+            start_ms=start_ms,
         )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "connect_session",
     "delta_jars",
     "delta_maven_coordinate",
+    "embedded_parallelism",
     "get_spark",
     "is_path",
     "resolve_table",
@@ -71,6 +72,11 @@ def delta_maven_coordinate() -> str:
     return delta_artifact().coordinate
 
 
+def embedded_parallelism() -> int:
+    """``spark.default.parallelism`` of the embedded session (what its metrics report, started or not)."""
+    return max(2, os.cpu_count() or 2)
+
+
 def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: int = 4) -> dict[str, str]:
     """Static and runtime confs of the embedded session (Delta extension + catalog, small local settings)."""
     os.makedirs(work_dir, exist_ok=True)
@@ -81,7 +87,7 @@ def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: in
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
-        "spark.default.parallelism": str(max(2, os.cpu_count() or 2)),
+        "spark.default.parallelism": str(embedded_parallelism()),
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.warehouse.dir": os.path.join(work_dir, "spark-warehouse"),
         "spark.driver.extraJavaOptions": (

@@ -10,21 +10,40 @@ A second version (``compare_version``) gives a before/after view, e.g. around a 
 
 from __future__ import annotations
 
-import copy
 import datetime
 import json
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UnsupportedFeatureError
+from ..options import AUTO_COMPACT_OPTIONS, OPTIMIZE_OPTIONS, ConfGetter, GiB, MiB, format_size
 from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED, AutoCompactConfig
-from ..plan.config import PREFIX, ConfGetter, GiB, MiB, OptimizeConfig, format_size
+from ..plan.config import OptimizeConfig
 from ..plan.curve import COLUMNS_TAG, CURVE_TAG
+from .health_report import (
+    COMPACT_RECOMMENDED,
+    HEALTHY,
+    HEALTHY_REWRITE_SHARE,
+    LAST_OPTIMIZE_LOOKBACK,
+    NEEDS_OPTIMIZE,
+    HealthReport,
+    Thresholds,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from ..delta.snapshot import Snapshot
+
+#: The declared defaults and conf keys of the thresholds a report uses.
+_DEFAULTS = {
+    **{f"optimize.{o.name}": o.default for o in OPTIMIZE_OPTIONS},
+    **{f"auto_compact.{o.name}": o.default for o in AUTO_COMPACT_OPTIONS},
+}
+_CONF = {
+    **{f"optimize.{o.name}": o.conf for o in OPTIMIZE_OPTIONS},
+    **{f"auto_compact.{o.name}": o.conf for o in AUTO_COMPACT_OPTIONS},
+}
 
 __all__ = [
     "AUTO_COMPACT_MAX_FILE_SIZE",
@@ -43,18 +62,7 @@ __all__ = [
 ]
 
 #: delta-spark's spark.databricks.delta.autoCompact.maxFileSize default; minFileSize defaults to half.
-AUTO_COMPACT_MAX_FILE_SIZE = 128 * MiB
-
-#: Verdicts. "compact recommended": auto compaction's own rule would fire (many tiny files), so the
-#: cheap fix is a compaction with its thresholds; "needs optimize": OPTIMIZE has work auto compaction
-#: would not do.
-HEALTHY = "healthy"
-COMPACT_RECOMMENDED = "compact recommended"
-NEEDS_OPTIMIZE = "needs optimize"
-#: Below this share of files to rewrite, OPTIMIZE's work is not worth a run on its own.
-HEALTHY_REWRITE_SHARE = 0.10
-#: Commits searched back for the last OPTIMIZE, so a long log cannot make the report slow.
-LAST_OPTIMIZE_LOOKBACK = 1000
+AUTO_COMPACT_MAX_FILE_SIZE: int = _DEFAULTS["auto_compact.max_file_size"]
 
 
 # --------------------------------------------------------------------------- numbers
@@ -114,13 +122,12 @@ def _zorder_state(num_files: int, tagged: Sequence[Tagged]) -> dict[str, Any]:
 _Groups = dict[tuple[str | None, ...], tuple[list[int], list[Tagged]]]
 
 
-def _groups_from_columns(snapshot: Snapshot) -> _Groups:
-    """Sizes and clustering tags per partition, from the snapshot's columns (no object per file)."""
+def _groups(snapshot: Snapshot) -> _Groups:
+    """Sizes and clustering tags per raw partition, from the snapshot's FileTable (no object per file)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     table = snapshot.file_table
-    assert table is not None
     codes, keys = table.partition_codes(snapshot.physical_partition_columns)
     tags = table.column("tags")
     tag_of = [
@@ -134,21 +141,6 @@ def _groups_from_columns(snapshot: Snapshot) -> _Groups:
         if tag_of[0][i] is not None:
             tagged.append((tag_of[0][i], tag_of[1][i]))
     return {k: v for k, v in groups.items() if v[0]}
-
-
-def _groups(snapshot: Snapshot) -> _Groups:
-    from ..delta.snapshot import partition_key
-
-    if snapshot.file_table is not None:
-        return _groups_from_columns(snapshot)
-    cols = snapshot.physical_partition_columns
-    groups: _Groups = {}
-    for f in snapshot.files:
-        sizes, tagged = groups.setdefault(partition_key(f.partition_values, cols), ([], []))
-        sizes.append(f.size)
-        if COLUMNS_TAG in f.tags:
-            tagged.append((f.tags[COLUMNS_TAG], f.tags.get(CURVE_TAG)))
-    return groups
 
 
 def _partition_entry(
@@ -209,87 +201,6 @@ def _layout(snapshot: Snapshot, min_size: int, ac_min_size: int) -> dict[str, An
     }
 
 
-# --------------------------------------------------------------------------- report
-@dataclass(frozen=True)
-class Thresholds:
-    """The thresholds that decide "small", as OPTIMIZE and auto compaction resolve them.
-
-    ``sources`` says where each came from ("argument", the session conf key, or "default"), because
-    a threshold that silently came from a conf is the usual reason a report surprises.
-    """
-
-    optimize_min_file_size: int
-    optimize_max_file_size: int
-    auto_compact_min_file_size: int
-    auto_compact_max_file_size: int
-    auto_compact_min_num_files: int
-    sources: Mapping[str, str]
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "optimizeMinFileSize": self.optimize_min_file_size,
-            "optimizeMaxFileSize": self.optimize_max_file_size,
-            "autoCompactMinFileSize": self.auto_compact_min_file_size,
-            "autoCompactMaxFileSize": self.auto_compact_max_file_size,
-            "autoCompactMinNumFiles": self.auto_compact_min_num_files,
-        }
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One word for the table's state, the numbers behind it, and the command that fixes it (if any)."""
-
-    status: str
-    reason: str
-    command: str | None = None
-
-    @property
-    def healthy(self) -> bool:
-        return self.status == HEALTHY
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "command": self.command}
-
-
-@dataclass(frozen=True)
-class HealthReport:
-    """What ``health_report`` found. ``layout`` is the snapshot's numbers (JSON-shaped, camelCase keys).
-
-    Frozen so a page and a JSON dump made from one report agree; ``to_dict`` returns fresh copies.
-    """
-
-    table: str
-    version: int
-    generated_at: str
-    layout: Mapping[str, Any]
-    thresholds: Thresholds
-    verdict: Verdict
-    protocol: Mapping[str, Any]
-    auto_compact_enabled: bool
-    last_optimize: Mapping[str, Any] | None
-    optimize: Mapping[str, Any]
-    auto_compact: Mapping[str, Any]
-    compare: Mapping[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``--json``): the layout keys plus thresholds, plans, verdict and protocol."""
-        out: dict[str, Any] = copy.deepcopy(dict(self.layout))
-        out.update(
-            generatedAt=self.generated_at,
-            verdict=self.verdict.to_dict(),
-            protocol=copy.deepcopy(dict(self.protocol)),
-            autoCompactEnabled=self.auto_compact_enabled,
-            lastOptimize=copy.deepcopy(dict(self.last_optimize)) if self.last_optimize is not None else None,
-            thresholds=self.thresholds.to_dict(),
-            thresholdSources=dict(self.thresholds.sources),
-            optimize=copy.deepcopy(dict(self.optimize)),
-            optimizeSource="plan_optimize",
-            autoCompact=copy.deepcopy(dict(self.auto_compact)),
-            compare=copy.deepcopy(dict(self.compare)) if self.compare is not None else None,
-        )
-        return out
-
-
 def _source(argument: Any, key: str, get_conf: ConfGetter | None) -> str:
     if argument is not None:
         return "argument"
@@ -317,11 +228,11 @@ def _resolve(
     opt = OptimizeConfig.resolve(get_conf, {k: v for k, v in opt_args.items() if v is not None})
     ac = AutoCompactConfig.resolve(get_conf, {k: v for k, v in ac_args.items() if v is not None})
     sources = {
-        "optimizeMinFileSize": _source(min_file_size, PREFIX + "optimize.minFileSize", get_conf),
-        "optimizeMaxFileSize": _source(max_file_size, PREFIX + "optimize.maxFileSize", get_conf),
-        "autoCompactMinFileSize": _source(auto_compact_min_file_size, PREFIX + "autoCompact.minFileSize", get_conf),
-        "autoCompactMaxFileSize": _source(auto_compact_max_file_size, PREFIX + "autoCompact.maxFileSize", get_conf),
-        "autoCompactMinNumFiles": _source(auto_compact_min_num_files, PREFIX + "autoCompact.minNumFiles", get_conf),
+        "optimizeMinFileSize": _source(min_file_size, _CONF["optimize.min_file_size"], get_conf),
+        "optimizeMaxFileSize": _source(max_file_size, _CONF["optimize.max_file_size"], get_conf),
+        "autoCompactMinFileSize": _source(auto_compact_min_file_size, _CONF["auto_compact.min_file_size"], get_conf),
+        "autoCompactMaxFileSize": _source(auto_compact_max_file_size, _CONF["auto_compact.max_file_size"], get_conf),
+        "autoCompactMinNumFiles": _source(auto_compact_min_num_files, _CONF["auto_compact.min_num_files"], get_conf),
     }
     if ac.min_file_size is None:
         sources["autoCompactMinFileSize"] = "autoCompact.maxFileSize / 2"
@@ -361,9 +272,9 @@ def _size_arg(n: int) -> str:
 def optimize_command(table: str, *, min_file_size: int, max_file_size: int) -> str:
     """``dbt-delta-optimize optimize`` for ``table``, with the size flags that differ from the defaults."""
     parts = ["dbt-delta-optimize", "optimize", shlex.quote(table)]
-    if min_file_size != GiB:
+    if min_file_size != _DEFAULTS["optimize.min_file_size"]:
         parts += ["--min-file-size", _size_arg(min_file_size)]
-    if max_file_size != GiB:
+    if max_file_size != _DEFAULTS["optimize.max_file_size"]:
         parts += ["--max-file-size", _size_arg(max_file_size)]
     return " ".join(parts)
 

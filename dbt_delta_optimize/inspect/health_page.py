@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from ..plan.config import format_size
 from ..plan.curve import COLUMNS_TAG
-from .health import HEALTHY, LAST_OPTIMIZE_LOOKBACK
+from .health_report import HEALTHY, LAST_OPTIMIZE_LOOKBACK
 
 if TYPE_CHECKING:
     import jinja2
 
-    from .health import HealthReport
+    from .health_report import HealthReport
 
 __all__ = ["MAX_BINS", "MAX_PARTITION_BARS", "MAX_PARTITION_ROWS", "histogram_svg", "render_html", "svg_data_uri"]
 

@@ -36,15 +36,15 @@ from ..delta.stats_schema import (
     parse_stats_columns,
     stats_columns,
 )
-from .stats_footer import _collect, _fill_from_data, _LeafStats
+from .stats_footer import LeafStats, collect_leaf_stats, fill_from_data
 from .stats_format import (
-    _json_string,
-    _render_value,
-    _tight_bounds,
     format_date,
     format_timestamp,
     format_timestamp_ntz,
+    has_tight_bounds,
     java_float_string,
+    json_string,
+    render_value,
     truncate_max_string,
     truncate_min_string,
 )
@@ -80,7 +80,7 @@ log = logging.getLogger(__name__)
 class _Renderer:
     """Renders one file's stats JSON exactly as delta-spark's ``to_json`` of its stats struct."""
 
-    by_path: Mapping[tuple[str, ...], _LeafStats]
+    by_path: Mapping[tuple[str, ...], LeafStats]
     prefix: int
     time_zone: str
 
@@ -91,13 +91,13 @@ class _Renderer:
             return any(self.has_bounds(c, (*path, c.name)) for c in f.children or ())
         return f.has_min_max and self.by_path[path].target is not None
 
-    def value_of(self, leaf: _LeafStats, which: str) -> str | None:
+    def value_of(self, leaf: LeafStats, which: str) -> str | None:
         if not leaf.field.has_min_max or not leaf.min_max_known or leaf.all_null:
             return None
         v = leaf.min if which == "min" else leaf.max
         if v is not None and leaf.field.type == "string":
             v = truncate_min_string(v, self.prefix) if which == "min" else truncate_max_string(v, self.prefix)
-        return None if v is None else _render_value(v, leaf.field.type, self.time_zone)
+        return None if v is None else render_value(v, leaf.field.type, self.time_zone)
 
     def leaf(self, f: StatsField, path: tuple[str, ...], which: str) -> str | None:
         leaf = self.by_path[path]
@@ -115,14 +115,14 @@ class _Renderer:
             else:
                 rendered = self.leaf(f, path, which)
             if rendered is not None:
-                parts.append(f"{_json_string(f.name)}:{rendered}")
+                parts.append(f"{json_string(f.name)}:{rendered}")
         return "{" + ",".join(parts) + "}"
 
 
 def _render(
     num_rows: int,
     fields: Sequence[StatsField],
-    leaves: list[_LeafStats],
+    leaves: list[LeafStats],
     *,
     prefix: int,
     time_zone: str,
@@ -154,16 +154,16 @@ def _stats(
     prefix = (
         string_prefix_length if string_prefix_length is not None else configured_string_prefix_length(configuration)
     )
-    num_rows, leaves = _collect(metadata, fields)
+    num_rows, leaves = collect_leaf_stats(metadata, fields)
     if path is not None:
-        _fill_from_data(path, metadata, leaves)
+        fill_from_data(path, metadata, leaves)
     return _render(
         num_rows,
         fields,
         leaves,
         prefix=prefix,
         time_zone=session_time_zone,
-        tight_bounds=_tight_bounds(protocol, configuration),
+        tight_bounds=has_tight_bounds(protocol, configuration),
     )
 
 

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from ..delta.stats_schema import _FLOATING, _INTEGRAL, StatsField, _leaves
+from ..delta.stats_schema import FLOATING_TYPES, INTEGRAL_TYPES, StatsField, stats_leaves
 from .stats_format import (
-    _GREGORIAN_START_DAYS,
-    _GREGORIAN_START_MICROS,
-    _LEGACY_KEYS,
-    _NAN_AWARE_WRITERS,
-    _decimal_scale,
-    _f32,
+    GREGORIAN_START_DAYS,
+    GREGORIAN_START_MICROS,
+    LEGACY_KEYS,
+    NAN_AWARE_WRITERS,
+    decimal_scale,
+    f32,
 )
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class _LeafStats:
+class LeafStats:
     """What we know of one stats leaf; ``None`` values are unknown until data fills them in."""
 
     path: tuple[str, ...]
@@ -147,7 +147,7 @@ def _spark_gt(a: Any, b: Any) -> bool:
 def _decode_decimal(raw: Any, col: Any, t: str) -> Decimal:
     unscaled = int.from_bytes(raw, "big", signed=True) if isinstance(raw, (bytes, bytearray)) else int(raw)
     file_scale = col.scale if col.scale is not None and col.scale >= 0 else 0
-    want = _decimal_scale(t)
+    want = decimal_scale(t)
     if want is not None and want > file_scale:
         unscaled *= 10 ** (want - file_scale)
         file_scale = want
@@ -172,14 +172,14 @@ def _decode_timestamp(raw: Any, col: Any, legacy: bool) -> int:
     if unit not in _UNIT_TO_MICROS:
         raise _Unknown
     v: int = _UNIT_TO_MICROS[unit](int(raw))
-    if legacy and v < _GREGORIAN_START_MICROS:
+    if legacy and v < GREGORIAN_START_MICROS:
         raise _Unknown
     return v
 
 
 def _decode_date(raw: Any, legacy: bool) -> int:
     v = int(raw)
-    if legacy and v < _GREGORIAN_START_DAYS:
+    if legacy and v < GREGORIAN_START_DAYS:
         raise _Unknown
     return v
 
@@ -194,10 +194,10 @@ def _decode_raw(raw: Any, col: Any, t: str, legacy: bool) -> Any:
         return _decode_timestamp(raw, col, legacy)
     if t == "date":
         return _decode_date(raw, legacy)
-    if t in _INTEGRAL:
+    if t in INTEGRAL_TYPES:
         return int(raw)
-    if t in _FLOATING:
-        return _f32(float(raw)) if t == "float" else float(raw)
+    if t in FLOATING_TYPES:
+        return f32(float(raw)) if t == "float" else float(raw)
     raise _Unknown
 
 
@@ -264,39 +264,39 @@ def _chunk_bounds(footer: _Footer, col_idx: int, t: str) -> tuple[Any, Any, list
     return lo, hi, rg_bounds
 
 
-def _fill_leaf(leaf: _LeafStats, footer: _Footer, col_idx: int) -> None:
+def _fill_leaf(leaf: LeafStats, footer: _Footer, col_idx: int) -> None:
     counts = [_chunk_null_count(rg, col_idx) for rg in footer.row_groups]
     leaf.null_count = sum(c for c in counts if c is not None) if all(c is not None for c in counts) else None
     t = leaf.field.type
     if not leaf.field.has_min_max:
         return
-    bounds = None if (t in _FLOATING and not footer.nan_in_bounds) else _chunk_bounds(footer, col_idx, t)
+    bounds = None if (t in FLOATING_TYPES and not footer.nan_in_bounds) else _chunk_bounds(footer, col_idx, t)
     if bounds is None:
         leaf.min_max_known = False
         return
     lo, hi, rg_bounds = bounds
-    if t in _FLOATING and (lo == 0 or hi == 0):
+    if t in FLOATING_TYPES and (lo == 0 or hi == 0):
         lo, hi, leaf.zero_ambiguous = _zero_bounds(lo, hi, rg_bounds)
     leaf.min, leaf.max = lo, hi
     leaf.all_null = lo is None
 
 
-def _collect(metadata: pq.FileMetaData, fields: Sequence[StatsField]) -> tuple[int, list[_LeafStats]]:
+def collect_leaf_stats(metadata: pq.FileMetaData, fields: Sequence[StatsField]) -> tuple[int, list[LeafStats]]:
     """Footer pass: numRecords and whatever each stats leaf's column chunks tell."""
     num_rows = int(metadata.num_rows)
     footer = _Footer(
         metadata,
         _file_columns(metadata),
-        any(k in (metadata.metadata or {}) for k in _LEGACY_KEYS),
+        any(k in (metadata.metadata or {}) for k in LEGACY_KEYS),
         # parquet-java (Spark's writer) orders NaN above everything in float/double min/max, like Spark;
         # parquet-cpp (pyarrow) and others leave NaN out, so their max may hide a NaN: never trust it.
-        (metadata.created_by or "").startswith(_NAN_AWARE_WRITERS),
+        (metadata.created_by or "").startswith(NAN_AWARE_WRITERS),
         [metadata.row_group(i) for i in range(metadata.num_row_groups)],
     )
-    out: list[_LeafStats] = []
-    for path, f in _leaves(fields):
+    out: list[LeafStats] = []
+    for path, f in stats_leaves(fields):
         target = footer.cols.resolve(path)
-        leaf = _LeafStats(path, f, target)
+        leaf = LeafStats(path, f, target)
         out.append(leaf)
         if target is None:
             # Not in the file (schema evolution): delta-spark counts every row as null, no min/max.
@@ -373,7 +373,7 @@ def _data_min_max(values: Any, t: str) -> tuple[Any, Any]:
 
     if values.null_count == len(values):
         return None, None
-    if t in _FLOATING:
+    if t in FLOATING_TYPES:
         values = values.cast(pa.float64())
         nan = pc.is_nan(values)
         has_nan = bool(pc.any(nan).as_py())
@@ -401,7 +401,7 @@ def _data_min_max(values: Any, t: str) -> tuple[Any, Any]:
     return mm["min"].as_py(), mm["max"].as_py()
 
 
-def _fill_from_data(path: Any, metadata: pq.FileMetaData, leaves: list[_LeafStats]) -> None:
+def fill_from_data(path: Any, metadata: pq.FileMetaData, leaves: list[LeafStats]) -> None:
     """Read only the columns the footer could not answer for, and compute what delta-spark would."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import TYPE_CHECKING, Any
 
-from ..delta.stats_schema import _ASCII_MAX, _FLOATING, _INTEGRAL, DELETION_VECTORS_KEY
+from ..delta.stats_schema import ASCII_MAX, DELETION_VECTORS_KEY, FLOATING_TYPES, INTEGRAL_TYPES
 
 if TYPE_CHECKING:
     from ..delta.actions import Protocol
@@ -20,18 +20,18 @@ if TYPE_CHECKING:
 _UTF8_MAX = "\U0010ffff"  # Character.MAX_CODE_POINT, delta-spark's max-string tie-breaker
 
 # Spark < 3.0 "legacy" hybrid-calendar files: values before the Gregorian switch are rebased.
-_LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
-_GREGORIAN_START_DAYS = -141427  # 1582-10-15
-_GREGORIAN_START_MICROS = _GREGORIAN_START_DAYS * 86_400_000_000
+LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
+GREGORIAN_START_DAYS = -141427  # 1582-10-15
+GREGORIAN_START_MICROS = GREGORIAN_START_DAYS * 86_400_000_000
 # Writers (FileMetaData.created_by) whose float/double statistics include NaN as the largest value.
-_NAN_AWARE_WRITERS = ("parquet-mr", "parquet-java")
+NAN_AWARE_WRITERS = ("parquet-mr", "parquet-java")
 
 
 # --------------------------------------------------------------------------------------------
 # Which columns get stats
 
 
-def _tight_bounds(protocol: Protocol | None, configuration: Mapping[str, str]) -> bool:
+def has_tight_bounds(protocol: Protocol | None, configuration: Mapping[str, str]) -> bool:
     """delta-spark adds ``tightBounds: true`` when the protocol supports deletion vectors."""
     if protocol is not None:
         return "deletionVectors" in (protocol.writer_features or ())
@@ -87,7 +87,7 @@ def truncate_max_string(s: str, prefix: int) -> str | None:
         if cur + 1 < len(u) and u[cur] == 0xDBFF and u[cur + 1] == 0xDFFF:
             cur += 2
         elif u[cur] < 0x7F:
-            return _from_units(u[:cur]) + _ASCII_MAX
+            return _from_units(u[:cur]) + ASCII_MAX
         else:
             return _from_units(u[:cur]) + _UTF8_MAX
     return None
@@ -103,11 +103,11 @@ _ESCAPES[ord('"')] = '\\"'
 _ESCAPES[ord("\\")] = "\\\\"
 
 
-def _json_string(s: str) -> str:
+def json_string(s: str) -> str:
     return '"' + s.translate(_ESCAPES) + '"'
 
 
-def _f32(x: float) -> float:
+def f32(x: float) -> float:
     value: float = struct.unpack("<f", struct.pack("<f", x))[0]
     return value
 
@@ -119,7 +119,7 @@ def _shortest_digits(x: float, single: bool) -> tuple[str, int]:
         s = f"{x:.8e}"
         for p in range(1, 10):
             s = f"{x:.{p - 1}e}"
-            if _f32(float(s)) == x:
+            if f32(float(s)) == x:
                 break
         mant, e = s.split("e")
         digits, exp = mant.replace(".", ""), int(e)
@@ -134,7 +134,7 @@ def _shortest_digits(x: float, single: bool) -> tuple[str, int]:
             ctx.rounding = ROUND_HALF_EVEN
             two = +exact
         back = float(two)
-        if (_f32(back) if single else back) == x and abs(two - exact) < abs(Decimal(f"{digits}e{exp}") - exact):
+        if (f32(back) if single else back) == x and abs(two - exact) < abs(Decimal(f"{digits}e{exp}") - exact):
             _, tdt, tde = two.as_tuple()
             return "".join(map(str, tdt)).rstrip("0") or "0", int(tde) + len(tdt) - 1
     return digits, exp
@@ -242,24 +242,24 @@ def format_timestamp_ntz(micros: int) -> str:
     return _format_local_millis(micros // 1000)
 
 
-def _decimal_scale(t: str) -> int | None:
+def decimal_scale(t: str) -> int | None:
     m = re.match(r"^decimal\(\s*\d+\s*,\s*(-?\d+)\s*\)$", t)
     return int(m.group(1)) if m else None
 
 
-def _render_value(value: Any, t: str, time_zone: str) -> str:
-    if t in _INTEGRAL:
+def render_value(value: Any, t: str, time_zone: str) -> str:
+    if t in INTEGRAL_TYPES:
         return str(int(value))
-    if t in _FLOATING:
+    if t in FLOATING_TYPES:
         return _json_float(float(value), single=(t == "float"))
     if t == "string":
-        return _json_string(value)
+        return json_string(value)
     if t == "date":
-        return _json_string(format_date(int(value)))
+        return json_string(format_date(int(value)))
     if t == "timestamp":
-        return _json_string(format_timestamp(int(value), time_zone))
+        return json_string(format_timestamp(int(value), time_zone))
     if t == "timestamp_ntz":
-        return _json_string(format_timestamp_ntz(int(value)))
+        return json_string(format_timestamp_ntz(int(value)))
     if t.startswith("decimal"):
         return str(value)  # Decimal.__str__ follows the same rules as Java's BigDecimal.toString
     raise TypeError(f"no min/max rendering for type {t!r}")

@@ -8,6 +8,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import parse_stats
+from ..delta.stats_schema import FLOATING_TYPES, INTEGRAL_TYPES
 from .findings import Finding
 
 if TYPE_CHECKING:
@@ -15,8 +16,6 @@ if TYPE_CHECKING:
 
 __all__ = ["check_stats", "norm_partition_value", "parse_ts", "stats_types"]
 
-_INTEGRAL = {"byte", "short", "integer", "long"}
-_FLOATING = {"float", "double"}
 _TS = {"timestamp", "timestamp_ntz"}
 
 
@@ -35,9 +34,9 @@ def norm_partition_value(value: str | None, typ: str) -> Any:
     if value is None or value == "":
         return None
     try:
-        if typ in _INTEGRAL:
+        if typ in INTEGRAL_TYPES:
             return ("i", int(value))
-        if typ in _FLOATING:
+        if typ in FLOATING_TYPES:
             return ("f", float(value))
         if typ.startswith("decimal"):
             return ("d", Decimal(value).normalize())
@@ -70,7 +69,7 @@ def _min_gt_max(lo: Any, hi: Any, typ: str | None) -> bool:
             if a is not None and b is not None and (a.tzinfo is None) == (b.tzinfo is None):
                 return a > b
             return False
-        if typ is not None and (typ in _INTEGRAL or typ in _FLOATING or typ.startswith("decimal")):
+        if typ is not None and (typ in INTEGRAL_TYPES or typ in FLOATING_TYPES or typ.startswith("decimal")):
             try:
                 return Decimal(lo) > Decimal(hi)
             except InvalidOperation:

@@ -18,16 +18,14 @@ Differences from delta-spark on purpose (tested):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidConfigError
-from .config import PREFIX, ConfGetter, MiB, parse_bool, parse_size
+from ..delta.file_table import FileTable, FileView, RawKey
+from ..options import AUTO_COMPACT_OPTIONS, PREFIX, ConfGetter, parse_bool, resolve_values
 
 if TYPE_CHECKING:
-    from ..delta.actions import AddFile
-    from ..delta.file_table import RawKey
     from ..delta.snapshot import Snapshot
     from .metrics import OptimizeMetrics
 
@@ -39,7 +37,8 @@ __all__ = [
     "auto_compact_enabled",
     "decide",
     "logical_size",
-    "logical_sizes",
+    "partition_counts",
+    "partitions_of",
     "plan_auto_compact",
 ]
 
@@ -70,26 +69,19 @@ def auto_compact_enabled(get_conf: ConfGetter, table_configuration: Mapping[str,
     return False
 
 
-def _int(value: Any, key: str, minimum: int) -> int:
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        raise InvalidConfigError(f"{key} must be a whole number >= {minimum}, got {value!r}.") from None
-    if n < minimum:
-        raise InvalidConfigError(f"{key} must be a whole number >= {minimum}, got {value!r}.")
-    return n
+_DEFAULT = {o.name: o.default for o in AUTO_COMPACT_OPTIONS}
 
 
 @dataclass(frozen=True)
 class AutoCompactConfig:
-    """Auto-compaction settings under delta-spark's keys (``spark.databricks.delta.autoCompact.*``)."""
+    """Auto-compaction settings: one field per option of ``AUTO_COMPACT_OPTIONS`` (delta-spark's ``autoCompact.*``)."""
 
-    max_file_size: int = 128 * MiB
-    min_file_size: int | None = None  #: None: max_file_size / 2
-    min_num_files: int = 50
-    modified_partitions_only: bool = True
-    non_blind_append: bool = False
-    max_num_modified_partitions: int = 128
+    max_file_size: int = _DEFAULT["max_file_size"]
+    min_file_size: int | None = _DEFAULT["min_file_size"]  #: None: max_file_size / 2
+    min_num_files: int = _DEFAULT["min_num_files"]
+    modified_partitions_only: bool = _DEFAULT["modified_partitions_only"]
+    non_blind_append: bool = _DEFAULT["non_blind_append"]
+    max_num_modified_partitions: int = _DEFAULT["max_num_modified_partitions"]
 
     @property
     def small_file_threshold(self) -> int:
@@ -99,35 +91,8 @@ class AutoCompactConfig:
     def resolve(
         cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None
     ) -> AutoCompactConfig:
-        get_conf = get_conf or (lambda _k: None)
-        o = dict(overrides or {})
-        keys: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
-            "max_file_size": ("autoCompact.maxFileSize", lambda v, k: parse_size(v, key=k)),
-            "min_file_size": ("autoCompact.minFileSize", lambda v, k: parse_size(v, key=k)),
-            "min_num_files": ("autoCompact.minNumFiles", lambda v, k: _int(v, k, 0)),
-            "modified_partitions_only": (
-                "autoCompact.modifiedPartitionsOnly.enabled",
-                lambda v, k: parse_bool(v, key=k),
-            ),
-            "non_blind_append": ("autoCompact.nonBlindAppend.enabled", lambda v, k: parse_bool(v, key=k)),
-            "max_num_modified_partitions": ("autoCompact.maxNumModifiedPartitions", lambda v, k: _int(v, k, 1)),
-        }
-        unknown = set(o) - set(keys)
-        if unknown:
-            raise InvalidConfigError(
-                f"Unknown auto-compaction setting(s): {', '.join(sorted(unknown))}. Valid: {', '.join(keys)}."
-            )
-        values: dict[str, Any] = {}
-        for name, (key, parse) in keys.items():
-            raw, source = o.get(name), name
-            if raw is None:
-                raw, source = get_conf(PREFIX + key), PREFIX + key
-            if raw is not None:
-                values[name] = parse(raw, source)
-        cfg = cls(**values)
-        if cfg.max_file_size <= 0:
-            raise InvalidConfigError("autoCompact.maxFileSize must be greater than 0.")
-        return cfg
+        """Overrides > session conf > defaults, every value validated."""
+        return cls(**resolve_values(AUTO_COMPACT_OPTIONS, get_conf, overrides, what="auto-compaction"))
 
 
 @dataclass(frozen=True)
@@ -307,73 +272,42 @@ def logical_size(size: int, num_records: int | None, deleted: int | None) -> int
     return int(size * max(0, num_records - deleted) / num_records)
 
 
-def logical_sizes(snapshot: Snapshot) -> dict[str, int]:
-    """Decoded path -> estimated live bytes, for the live files that have a deletion vector."""
-    from urllib.parse import unquote
-
-    return {
-        unquote(f.path): logical_size(f.size, f.num_records, f.deletion_vector.cardinality)
-        for f in _dv_files(snapshot)
-        if f.deletion_vector is not None
-    }
-
-
-def _dv_files(snapshot: Snapshot) -> Sequence[AddFile]:
-    table = snapshot.file_table
-    if table is None:
-        return [f for f in snapshot.files if f.deletion_vector is not None]
+def _sizes_by_live_bytes(table: FileTable) -> Any:
+    """The size column, with files that have a deletion vector counted by their live bytes (``logical_size``)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    rows = pc.indices_nonzero(table.column("deletionVector").is_valid()).to_pylist()
-    return [snapshot.files[r] for r in rows]
+    sizes = table.column("size")
+    with_dv = table.column("deletionVector").is_valid()
+    if not pc.any(with_dv).as_py():
+        return sizes
+    rows = pc.indices_nonzero(with_dv).to_pylist()
+    deleted = table.column("deletionVector").field("cardinality").to_pylist()
+    view = FileView(table, rows)
+    live = {r: logical_size(f.size, f.num_records, deleted[r]) for r, f in zip(rows, view)}
+    return pa.array([live.get(i, s) for i, s in enumerate(sizes.to_pylist())], pa.int64())
 
 
 def partition_counts(snapshot: Snapshot, threshold: int) -> tuple[dict[RawKey, int], dict[RawKey, int]]:
     """Files smaller than ``threshold`` (by live bytes: ``logical_size``), and all files, per raw partition."""
-    from .planner import raw_partition_key
-
-    cols = snapshot.physical_partition_columns
-    table = snapshot.file_table
-    if table is None:
-        small: dict[RawKey, int] = {}
-        total: dict[RawKey, int] = {}
-        for f in snapshot.files:
-            key = raw_partition_key(f, cols)
-            total[key] = total.get(key, 0) + 1
-            dv = f.deletion_vector
-            size = logical_size(f.size, f.num_records, dv.cardinality) if dv is not None else f.size
-            small[key] = small.get(key, 0) + (size < threshold)
-        return {k: n for k, n in small.items() if n}, total
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    codes, keys = table.partition_codes(cols)
-    sizes = table.column("size")
-    with_dv = table.column("deletionVector").is_valid()
-    if pc.any(with_dv).as_py():
-        live = dict(zip(pc.indices_nonzero(with_dv).to_pylist(), logical_sizes(snapshot).values()))
-        sizes = pa.array([live.get(i, s) for i, s in enumerate(sizes.to_pylist())], pa.int64())
+    table = snapshot.file_table
+    codes, keys = table.partition_codes(snapshot.physical_partition_columns)
 
     def counts(values: Any) -> dict[RawKey, int]:
         vc = pc.value_counts(values)
         return dict(zip((keys[c] for c in vc.field("values").to_pylist()), vc.field("counts").to_pylist()))
 
-    return counts(codes.filter(pc.less(sizes, threshold))), counts(codes)
+    return counts(codes.filter(pc.less(_sizes_by_live_bytes(table), threshold))), counts(codes)
 
 
 def partitions_of(snapshot: Snapshot, paths: Collection[str]) -> set[RawKey]:
     """The raw partitions of the live files whose (decoded) path is in ``paths``."""
-    from urllib.parse import unquote
-
-    from .planner import raw_partition_key
-
-    cols = snapshot.physical_partition_columns
-    table = snapshot.file_table
-    if table is None:
-        return {raw_partition_key(f, cols) for f in snapshot.files if unquote(f.path) in paths}
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    codes, keys = table.partition_codes(cols)
+    table = snapshot.file_table
+    codes, keys = table.partition_codes(snapshot.physical_partition_columns)
     hit = pc.is_in(table.decoded_paths(), value_set=pa.array(list(paths), pa.string()))
     return {keys[c] for c in pc.unique(codes.filter(hit)).to_pylist()}

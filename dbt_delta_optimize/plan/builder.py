@@ -2,21 +2,22 @@
 
 Combines the partitions the WHERE predicates matched (and, for auto compaction, the partitions it
 chose), the typed partition values that make equal values share a bin, the incremental-clustering
-skip, and delta-spark's candidate selection and bin packing (``planner``).
+skip, a purge's fixed settings, and delta-spark's candidate selection and bin packing (``planner``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from ..delta.actions import AddFile
+from ..delta.file_table import RawKey
 from ..delta.snapshot import Snapshot
-from .columnar import plan_columnar
+from ..options import PURGE_FIXED
 from .config import OptimizeConfig
-from .curve import ClusteringSpec, already_clustered
-from .planner import OptimizePlan, RawKey, plan_optimize
+from .curve import already_clustered
+from .operation import AutoCompact, Compact, Operation, Purge, ZOrder
+from .planner import OptimizePlan, batches_of, select_bins
 from .predicate import PartitionSelection
 
 __all__ = ["build_plan", "partitions_predicate"]
@@ -44,42 +45,43 @@ def build_plan(
     config: OptimizeConfig,
     *,
     selection: PartitionSelection,
-    clustering: ClusteringSpec | None = None,
-    zorder_by: Sequence[str] = (),
-    full: bool = False,
-    partitions: Iterable[RawKey] | None = None,
-    is_auto_compact: bool = False,
+    operation: Operation | None = None,
 ) -> OptimizePlan:
-    """Plan OPTIMIZE over the selected partitions (and ``partitions``, when auto compaction chose some)."""
+    """Plan a compaction, Z-order, purge or auto compaction over the selected partitions (for auto
+    compaction, also only the partitions it chose). A liquid table's plan is ``liquid.build_liquid_plan``."""
+    op: Operation = operation if operation is not None else Compact()
     recorded = selection.predicate_strings or selection.predicate_sql
     matched = selection.matched
-    if partitions is not None:
-        chosen = frozenset(partitions)
+    if isinstance(op, AutoCompact) and op.partitions is not None:
+        chosen = op.partitions
         matched = chosen if matched is None else matched & chosen
         if snapshot.partition_columns:  # delta-spark: no predicate for an unpartitioned table
             recorded = (*recorded, partitions_predicate(chosen, snapshot))
+    if isinstance(op, Purge):  # delta-spark's DeltaPurgeOperation: every file with deleted rows
+        config = replace(config, **PURGE_FIXED)
+    spec = op.clustering
+    skip = None
+    if isinstance(op, ZOrder) and not op.full:
 
-    def skip(files: Sequence[AddFile]) -> bool:
-        return clustering is not None and already_clustered(files, clustering)
+        def skip(files: Sequence[AddFile]) -> bool:
+            return already_clustered(files, op.spec)
 
-    planner: Callable[..., OptimizePlan] = plan_optimize
-    files: Any = snapshot.files
-    if snapshot.file_table is not None:  # columns: no object per file (a million files plan in seconds)
-        planner, files = plan_columnar, snapshot.file_table
-    plan = planner(
-        files,
+    selected = select_bins(
+        snapshot.file_table,
         snapshot.physical_partition_columns,
         config,
-        read_version=snapshot.version,
-        mode="zorder" if clustering is not None else "compaction",
+        mode="zorder" if spec is not None else "compaction",
         matched_partitions=matched,
         normalize=lambda k: selection.normalized.get(k, k),
-        skip_partition=skip if clustering is not None and not full else None,
+        skip_partition=skip,
     )
-    return replace(
-        plan,
+    return OptimizePlan(
+        read_version=snapshot.version,
+        operation=op,
+        config=config,
+        considered_files=selected.considered,
+        bins=selected.bins,
+        batches=batches_of(selected.bins, config),
+        skipped_partitions=selected.skipped_partitions,
         predicates=tuple(recorded),
-        zorder_by=tuple(zorder_by),
-        clustering=clustering,
-        is_auto_compact=is_auto_compact,
     )

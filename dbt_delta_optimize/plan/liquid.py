@@ -16,11 +16,13 @@ from dataclasses import replace
 from typing import Any
 
 from ..delta.actions import AddFile, Protocol
+from ..delta.file_table import FileView
 from ..delta.snapshot import Snapshot
 from ..errors import InvalidArgumentError, InvalidConfigError
 from .config import ConfGetter, OptimizeConfig
 from .curve import ClusteringSpec, clustering_spec
-from .planner import OptimizePlan, bin_pack_by_size, group_into_bins
+from .operation import Liquid
+from .planner import Bin, OptimizePlan, batches_of, next_fit
 
 __all__ = [
     "CLUSTERING_DOMAIN",
@@ -146,21 +148,19 @@ def build_liquid_plan(
     """Plan an OPTIMIZE of a clustered table: the selected files packed into ZCubes of targetCubeSize."""
     min_cube = _size_conf(get_conf, _MIN_CUBE_KEY, _MIN_CUBE_DEFAULT)
     target = _size_conf(get_conf, _TARGET_CUBE_KEY, int(min_cube * 1.5))
-    considered = tuple(snapshot.files)
+    table = snapshot.file_table
+    considered = FileView(table)
     columns = spec.column_names
     chosen = select_liquid_files(considered, columns, full=full, min_cube_size=min_cube)
-    bins = group_into_bins(
-        [({}, chosen)] if chosen else [], max_bin_size=max(target, min_cube), keep_single_file_bins=True
-    )
-    batches = bin_pack_by_size(bins, config.batch_size) if config.batch_size is not None else [tuple(bins)]
+    row_of = {p: r for r, p in enumerate(table.paths)}
+    rows = sorted((f.size, row_of[f.path]) for f in chosen)  # by size, then path (rows are in path order)
+    packed = next_fit([s for s, _ in rows], [r for _, r in rows], max(target, min_cube))
+    bins = tuple(Bin({}, FileView(table, r, total_size=n)) for r, n in packed if r)
     return OptimizePlan(
         read_version=snapshot.version,
-        mode="zorder",
+        operation=Liquid(tuple(columns), spec, full),
         config=config,
         considered_files=considered,
-        bins=tuple(bins),
-        batches=tuple(batches),
-        clustering=spec,
-        cluster_by=tuple(columns),
-        is_full=full,
+        bins=bins,
+        batches=batches_of(bins, config),
     )

@@ -6,18 +6,25 @@ delta-spark leaves endTimeMs, totalScheduledTasks and the parallelism stats empt
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..delta.snapshot import Snapshot
+    from .planner import Bin, OptimizePlan
 
 __all__ = [
     "SPARK_METRICS_FIELDS",
     "DeletionVectorStats",
     "FileSizeMetrics",
     "OptimizeMetrics",
+    "RunOutcome",
     "ZOrderFileStats",
     "ZOrderStats",
     "operation_metrics",
+    "run_metrics",
 ]
 
 
@@ -200,3 +207,83 @@ def operation_metrics(added_sizes: Sequence[int], removed_sizes: Sequence[int], 
         )
     out["numDeletionVectorsRemoved"] = dvs_removed
     return {k: str(v) for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run did: the sizes it added and removed, the bins it committed, and what it left or lost."""
+
+    added: Sequence[int] = ()
+    removed: Sequence[int] = ()
+    bins: Sequence[Bin] = ()
+    committed_versions: tuple[int, ...] = ()
+    left: Sequence[Bin] = ()  #: not run: the time budget ran out
+    failed: tuple[Mapping[str, Any], ...] = ()
+    dropped: tuple[Mapping[str, Any], ...] = ()
+    #: the row-group copy's counts, and the bins whose large row groups were re-encoded anyway
+    row_groups_copied: int = 0
+    bytes_copied: int = 0
+    row_groups_reencoded: int = 0
+    bytes_reencoded: int = 0
+    copy_fallbacks: tuple[Mapping[str, Any], ...] = ()
+    #: bins Arrow could not write, rewritten by Spark
+    spark_fallbacks: tuple[Mapping[str, Any], ...] = ()
+
+
+def run_metrics(
+    plan: OptimizePlan, snapshot: Snapshot, outcome: RunOutcome, *, parallelism: int, tasks: int, start_ms: int
+) -> OptimizeMetrics:
+    """delta-spark's OptimizeMetrics of a run (``RunOutcome()`` for a plan with nothing to do), and ours."""
+    partitions = {tuple(sorted(b.partition_values.items())) for b in outcome.bins}
+    n_cols = len(snapshot.schema["fields"])
+    try:
+        indexed = int(snapshot.configuration.get("delta.dataSkippingNumIndexedCols", "32"))
+    except ValueError:
+        indexed = 32
+    dv_files = [f for b in outcome.bins for f in b.files if f.deletion_vector is not None]
+    zstats = None
+    if plan.operation.kind == "zorder":  # delta-spark: no zOrderStats for liquid clustering
+        other = ZOrderFileStats(len(outcome.removed), sum(outcome.removed))
+        zstats = ZOrderStats("all", ZOrderFileStats(0, 0), other, 0, other, len(partitions))
+    return OptimizeMetrics(
+        num_files_added=len(outcome.added),
+        num_files_removed=len(outcome.removed),
+        files_added=FileSizeMetrics.of(outcome.added),
+        files_removed=FileSizeMetrics.of(outcome.removed),
+        partitions_optimized=len(partitions),
+        z_order_stats=zstats,
+        num_bins=len(outcome.bins),
+        num_batches=len(outcome.committed_versions) if plan.config.batch_size is not None else 1,
+        total_considered_files=len(plan.considered_files),
+        total_files_skipped=len(plan.considered_files) - len(outcome.removed),
+        preserve_insertion_order=False,
+        num_files_skipped_to_reduce_write_amplification=0,
+        num_bytes_skipped_to_reduce_write_amplification=0,
+        start_time_ms=start_ms,
+        end_time_ms=int(time.time() * 1000),
+        total_cluster_parallelism=parallelism,
+        total_scheduled_tasks=tasks,
+        auto_compact_parallelism_stats=None,
+        deletion_vector_stats=(
+            DeletionVectorStats(
+                len(dv_files), sum(f.deletion_vector.cardinality for f in dv_files if f.deletion_vector)
+            )
+            if dv_files
+            else None
+        ),
+        num_table_columns=n_cols,
+        num_table_columns_with_stats=n_cols if indexed < 0 else min(indexed, n_cols),
+        path=snapshot.location,
+        committed_versions=outcome.committed_versions,
+        partitions_skipped_already_clustered=len(plan.skipped_partitions),
+        num_bins_left=len(outcome.left),
+        num_bytes_left=sum(b.size for b in outcome.left),
+        failed_bins=outcome.failed,
+        dropped_bins=outcome.dropped,
+        row_groups_copied=outcome.row_groups_copied,
+        bytes_copied=outcome.bytes_copied,
+        row_groups_reencoded=outcome.row_groups_reencoded,
+        bytes_reencoded=outcome.bytes_reencoded,
+        copy_fallbacks=outcome.copy_fallbacks,
+        spark_fallbacks=outcome.spark_fallbacks,
+    )

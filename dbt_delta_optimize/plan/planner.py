@@ -1,42 +1,43 @@
-"""OPTIMIZE planning: snapshot files in, bins and batches out. Pure Python, no Spark.
+"""OPTIMIZE planning over a snapshot's live files (its FileTable): bins and batches. Pure Python, no Spark.
 
 Mirrors delta-spark's OptimizeExecutor: candidate selection (size < minFileSize, or too many
 deleted rows), grouping by normalized partition value, next-fit bin packing of files sorted by
 size, dropping single-file bins for compaction, and batching bins into commits by bytes.
+
+Files are numbered rows of the FileTable (sorted by path). Partitions are encoded once (their
+distinct raw values are few), candidates are picked from the size and deletion-vector columns, and
+next-fit packing runs over row numbers. Bins hold ``FileView``s: an AddFile is built only when the
+executor (or a caller) reads a bin's files.
 """
 
 from __future__ import annotations
 
+import json
+from bisect import bisect_right
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..delta.actions import AddFile
-from ..delta.file_table import FileView
-from ..delta.file_table import RawKey as RawKey
+from ..delta.file_table import FileTable, FileView, RawKey
 from .config import OptimizeConfig
 from .curve import ClusteringSpec
+from .operation import Operation
 
 __all__ = [
     "Bin",
     "Mode",
+    "Normalizer",
     "OptimizePlan",
+    "Selected",
+    "batches_of",
     "bin_pack_by_size",
-    "deleted_ratio",
-    "group_into_bins",
-    "plan_optimize",
-    "raw_partition_key",
-    "should_compact",
-    "too_many_deleted",
+    "next_fit",
+    "select_bins",
 ]
 
 Mode = Literal["compaction", "zorder"]
 Normalizer = Callable[[RawKey], Hashable]
-
-
-def raw_partition_key(file: AddFile, partition_columns: Sequence[str]) -> RawKey:
-    """The file's partition values in column order, "" folded into null as delta-spark does."""
-    return tuple((file.partition_values.get(c) or None) for c in partition_columns)
 
 
 @dataclass(frozen=True)
@@ -67,23 +68,32 @@ class OptimizePlan:
     """Everything OPTIMIZE will do, decided before any data is read."""
 
     read_version: int
-    mode: Mode
+    operation: Operation  #: what the plan does: compact, Z-order, liquid, purge or auto compaction
     config: OptimizeConfig
     considered_files: Sequence[AddFile]
     bins: tuple[Bin, ...]
     batches: tuple[tuple[Bin, ...], ...]
     skipped_partitions: tuple[Mapping[str, str | None], ...] = field(default=())
-    #: what the commit records: each predicate as delta-spark writes it, the Z-order columns as given
+    #: what the commit records: each predicate as delta-spark writes it
     predicates: tuple[str, ...] = ()
-    zorder_by: tuple[str, ...] = ()
-    #: the clustering to apply (Z-order/Hilbert), or None for compaction
-    clustering: ClusteringSpec | None = None
-    is_auto_compact: bool = False
-    #: "REORG" for a purge (REORG TABLE ... APPLY (PURGE)): every file with deleted rows is rewritten
-    operation: Literal["OPTIMIZE", "REORG"] = "OPTIMIZE"
-    #: a clustered (liquid) table's clustering columns, recorded as clusterBy; with isFull (OPTIMIZE FULL)
-    cluster_by: tuple[str, ...] = ()
-    is_full: bool = False
+
+    @property
+    def mode(self) -> Mode:
+        return self.operation.mode
+
+    @property
+    def clustering(self) -> ClusteringSpec | None:
+        """The clustering to apply (Z-order, Hilbert, liquid), or None for compaction."""
+        return self.operation.clustering
+
+    @property
+    def commit_name(self) -> Literal["OPTIMIZE", "REORG"]:
+        """The commit's operation: REORG for a purge, else OPTIMIZE."""
+        return self.operation.commit_name
+
+    def commit_parameters(self) -> dict[str, Any]:
+        """commitInfo.operationParameters as delta-spark writes them for this operation."""
+        return self.operation.commit_parameters(self.predicates)
 
     @property
     def num_files_to_rewrite(self) -> int:
@@ -158,66 +168,6 @@ def _partition_label(values: Mapping[str, str | None]) -> str:
     return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items()) or "(unpartitioned)"
 
 
-def deleted_ratio(file: AddFile) -> float | None:
-    """Deleted rows over physical rows (stats' numRecords counts every row in the file); None without stats."""
-    dv = file.deletion_vector
-    if dv is None:
-        return 0.0
-    n = file.num_records
-    if n is None:
-        return None
-    return dv.cardinality / n if n > 0 else 1.0
-
-
-def too_many_deleted(file: AddFile, config: OptimizeConfig) -> bool:
-    """delta-spark's DV rule: a DV and no numRecords (rewrite so the output gets stats), or ratio > max."""
-    if file.deletion_vector is None:
-        return False
-    ratio = deleted_ratio(file)
-    return ratio is None or ratio > config.max_deleted_rows_ratio
-
-
-def should_compact(file: AddFile, config: OptimizeConfig) -> bool:
-    """delta-spark's compaction filter: small (strict <), or too many deleted rows in its DV."""
-    return file.size < config.min_file_size or too_many_deleted(file, config)
-
-
-def group_into_bins(
-    files_by_partition: Iterable[tuple[Mapping[str, str | None], Sequence[AddFile]]],
-    *,
-    max_bin_size: int,
-    keep_single_file_bins: bool,
-    keep_single: Callable[[AddFile], bool] | None = None,
-) -> list[Bin]:
-    """Next-fit packing of each partition's files, sorted by size ascending (path breaks ties).
-
-    A one-file bin is dropped (delta-spark), unless ``keep_single_file_bins`` or ``keep_single``
-    says that file must be rewritten alone: a lone file with too many deleted rows is rewritten
-    here, where delta-spark leaves it (delta-io/delta#5781).
-    """
-    bins: list[Bin] = []
-    for values, files in files_by_partition:
-        current: list[AddFile] = []
-        current_size = 0
-        packed: list[list[AddFile]] = []
-        for f in sorted(files, key=lambda f: (f.size, f.path)):
-            if f.size + current_size > max_bin_size:
-                packed.append(current)  # may be empty (oversized first file); dropped below
-                current, current_size = [f], f.size
-            else:
-                current.append(f)
-                current_size += f.size
-        if current:
-            packed.append(current)
-        for group in packed:
-            single_kept = len(group) == 1 and (
-                keep_single_file_bins or (keep_single is not None and keep_single(group[0]))
-            )
-            if len(group) > 1 or single_kept:
-                bins.append(Bin(values, tuple(group)))
-    return bins
-
-
 def bin_pack_by_size(bins: Sequence[Bin], max_batch_size: int) -> list[tuple[Bin, ...]]:
     """delta-spark's BinPackingUtils.binPackBySize: bins sorted by size, next-fit into batches."""
     batches: list[tuple[Bin, ...]] = []
@@ -234,68 +184,151 @@ def bin_pack_by_size(bins: Sequence[Bin], max_batch_size: int) -> list[tuple[Bin
     return batches
 
 
-def plan_optimize(
-    files: Sequence[AddFile],
+def next_fit(sizes: Sequence[int], rows: Sequence[int], max_bin: int) -> list[tuple[list[int], int]]:
+    """delta-spark's groupFilesIntoBins packing: rows (sorted by size) next-fit into bins of at most
+    ``max_bin`` bytes; (rows, bytes) of each bin. An oversized first file pushes an empty bin."""
+    packed: list[tuple[list[int], int]] = []
+    current: list[int] = []
+    current_size = 0
+    for size, r in zip(sizes, rows):
+        if size + current_size > max_bin:
+            packed.append((current, current_size))
+            current, current_size = [r], size
+        else:
+            current.append(r)
+            current_size += size
+    if current:
+        packed.append((current, current_size))
+    return packed
+
+
+def _num_records(stats: str | None) -> int | None:
+    if not stats:
+        return None
+    try:
+        n = json.loads(stats).get("numRecords")
+    except (ValueError, AttributeError):
+        return None
+    return int(n) if isinstance(n, int) else None
+
+
+def _too_many_deleted(table: FileTable, rows: Iterable[int], config: OptimizeConfig) -> set[int]:
+    """delta-spark's DV rule: rows with a DV and no numRecords (rewritten so the output gets stats), or
+    deleted / physical rows above ``max_deleted_rows_ratio`` (numRecords counts the deleted rows too)."""
+    cardinality = table.column("deletionVector").field("cardinality").to_pylist()
+    stats = None
+    out = set()
+    for r in rows:
+        deleted = cardinality[r]
+        if deleted is None:
+            continue
+        stats = stats if stats is not None else table.column("stats").to_pylist()
+        n = _num_records(stats[r])
+        if n is None or (deleted / n if n > 0 else 1.0) > config.max_deleted_rows_ratio:
+            out.add(r)
+    return out
+
+
+def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, mode: Mode) -> tuple[Any, set[int]]:
+    """Considered rows that are candidates: all of them to cluster; to compact, files strictly smaller than
+    ``min_file_size`` and files with too many deleted rows (these are kept even alone in a bin)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if mode != "compaction":
+        return considered, set()
+    small = pc.and_(considered, pc.less(table.column("size"), config.min_file_size))
+    with_dv = pc.and_(considered, table.column("deletionVector").is_valid())
+    if not pc.any(with_dv).as_py():
+        return small, set()
+    heavy = _too_many_deleted(table, pc.indices_nonzero(with_dv).to_pylist(), config)
+    mask = pa.array([r in heavy for r in range(len(table))], pa.bool_())
+    return pc.or_(small, mask), heavy
+
+
+def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[list[int], list[int], list[int]]:
+    """(group, size, row) of every candidate, sorted by group, then size, then path (rows are in path order)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = pc.indices_nonzero(mask)
+    cols = pa.table({"g": group_of_row.filter(mask), "size": table.column("size").filter(mask), "row": rows})
+    order = pc.sort_indices(cols, sort_keys=[("g", "ascending"), ("size", "ascending"), ("row", "ascending")])
+    cols = cols.take(order)
+    return cols.column("g").to_pylist(), cols.column("size").to_pylist(), cols.column("row").to_pylist()
+
+
+def _groups(keys: list[RawKey], normalize: Normalizer | None) -> list[int]:
+    """Each partition code's group number; groups numbered in the order of their normalized values' repr."""
+    norm = normalize or (lambda k: k)
+    normalized: list[Hashable] = [norm(k) for k in keys]
+    number = {g: i for i, g in enumerate(sorted(set(normalized), key=repr))}
+    return [number[g] for g in normalized]
+
+
+@dataclass(frozen=True)
+class Selected:
+    """The planner's answer: the files considered, the bins to rewrite, and the partitions skipped."""
+
+    considered: FileView
+    bins: tuple[Bin, ...]
+    skipped_partitions: tuple[Mapping[str, str | None], ...]
+
+
+def batches_of(bins: tuple[Bin, ...], config: OptimizeConfig) -> tuple[tuple[Bin, ...], ...]:
+    """One batch per commit: packed by ``batch_size`` bytes, else one batch of every bin."""
+    if config.batch_size is None:
+        return (bins,)
+    return tuple(bin_pack_by_size(bins, config.batch_size))
+
+
+def select_bins(
+    table: FileTable,
     partition_columns: Sequence[str],
     config: OptimizeConfig,
     *,
-    read_version: int,
     mode: Mode = "compaction",
     matched_partitions: Iterable[RawKey] | None = None,
     normalize: Normalizer | None = None,
     skip_partition: Callable[[Sequence[AddFile]], bool] | None = None,
-) -> OptimizePlan:
-    """Plan an OPTIMIZE over ``files`` (a snapshot's live files).
+) -> Selected:
+    """The bins of an OPTIMIZE over ``table`` (a snapshot's live files).
 
     Args:
         matched_partitions: raw partition keys the WHERE predicates matched (None = all).
         normalize: maps a raw key to its typed value, so differently formatted but equal
             values (timestamps) share a bin; defaults to the raw key.
         skip_partition: for incremental Z-order, returns True for a partition that needs no rewrite.
+
+    A bin keeps its partition's first file's raw values (as delta-spark does), except that "" is
+    written as null: "" and null share a bin, and delta-spark reads a logged "" of a string column as ''
+    but null as NULL, so keeping "" would turn the null rows into '' for it. A one-file bin is dropped
+    for compaction (delta-spark), unless that file has too many deleted rows: it is rewritten alone here,
+    where delta-spark leaves it (delta-io/delta#5781).
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    codes, keys = table.partition_codes(partition_columns)
     matched = None if matched_partitions is None else set(matched_partitions)
-    considered = tuple(f for f in files if matched is None or raw_partition_key(f, partition_columns) in matched)
-    if mode == "compaction":
-        candidates = [f for f in considered if should_compact(f, config)]
-        max_bin = config.max_file_size
-    else:
-        candidates = list(considered)
-        max_bin = 2**63 - 1
-    norm = normalize or (lambda k: k)
-    groups: dict[Hashable, list[AddFile]] = {}
-    first_values: dict[Hashable, Mapping[str, str | None]] = {}
-    for f in candidates:
-        key = norm(raw_partition_key(f, partition_columns))
-        groups.setdefault(key, []).append(f)
-        # The bin keeps the first file's raw values (as delta-spark does), except that "" is written
-        # as null: "" and null share a bin here, and delta-spark reads a logged "" of a string column
-        # as '' but null as NULL, so keeping "" would turn the null rows into '' for it (delta-spark's
-        # own OPTIMIZE also writes such a partition back as null).
-        first_values.setdefault(key, {c: (v if v != "" else None) for c, v in f.partition_values.items()})
-    ordered = sorted(groups, key=lambda k: repr(k))
+    kept_codes = [c for c, k in enumerate(keys) if matched is None or k in matched]
+    considered = pc.is_in(codes, value_set=pa.array(kept_codes, pa.int32()))
+    group_of_row = pa.array(_groups(keys, normalize), pa.int32()).take(codes)
+    mask, heavy = _candidate_mask(table, considered, config, mode)
+    groups, sizes, rows = _sorted_candidates(table, group_of_row, mask)
+    max_bin = config.max_file_size if mode == "compaction" else 2**63 - 1
+    keep_single = mode != "compaction"
+    bins: list[Bin] = []
     skipped: list[Mapping[str, str | None]] = []
-    per_partition = []
-    for k in ordered:
-        if skip_partition is not None and skip_partition(groups[k]):
-            skipped.append(first_values[k])
-            continue
-        per_partition.append((first_values[k], groups[k]))
-    bins = group_into_bins(
-        per_partition,
-        max_bin_size=max_bin,
-        keep_single_file_bins=(mode != "compaction"),
-        keep_single=lambda f: too_many_deleted(f, config),
-    )
-    if config.batch_size is not None:
-        batches = bin_pack_by_size(bins, config.batch_size)
-    else:
-        batches = [tuple(bins)]
-    return OptimizePlan(
-        read_version=read_version,
-        mode=mode,
-        config=config,
-        considered_files=considered,
-        bins=tuple(bins),
-        batches=tuple(batches),
-        skipped_partitions=tuple(skipped),
-    )
+    start = 0
+    while start < len(rows):
+        end = bisect_right(groups, groups[start], lo=start)
+        values = dict(zip(partition_columns, keys[codes[min(rows[start:end])].as_py()]))
+        if skip_partition is not None and skip_partition(FileView(table, rows[start:end])):
+            skipped.append(values)
+        else:
+            packed = next_fit(sizes[start:end], rows[start:end], max_bin)
+            kept = [(r, n) for r, n in packed if len(r) > 1 or (r and (keep_single or r[0] in heavy))]
+            bins.extend(Bin(values, FileView(table, r, total_size=n)) for r, n in kept)
+        start = end
+    return Selected(FileView(table, pc.indices_nonzero(considered).to_pylist()), tuple(bins), tuple(skipped))

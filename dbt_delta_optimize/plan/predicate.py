@@ -15,8 +15,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..delta.file_table import FileTable, RawKey
 from ..errors import InvalidArgumentError, InvalidPredicateError
-from .planner import RawKey, raw_partition_key
 from .predicate_compile import Compiled, Scope, compile_predicate, parse_predicate
 from .sql_values import cast_value, delta_type
 
@@ -33,7 +33,10 @@ class SnapshotLike(Protocol):
     def partition_types(self) -> dict[str, str]: ...
 
     @property
-    def files(self) -> Sequence[Any]: ...
+    def physical_partition_columns(self) -> tuple[str, ...]: ...
+
+    @property
+    def file_table(self) -> FileTable: ...
 
 
 @dataclass(frozen=True)
@@ -109,14 +112,7 @@ def select_partitions(
             return PartitionSelection(None, {(): ()}, sql, strings)
         return PartitionSelection(frozenset({()}) if _matches(compiled, {}) else frozenset(), {(): ()}, sql, strings)
     # The log keys partition values by physical name (column mapping); predicates use logical names.
-    physical = list(getattr(snapshot, "physical_partition_columns", columns))
-    table = getattr(snapshot, "file_table", None)
-    if table is not None:  # columns: the distinct partitions without an object per file
-        from .columnar import distinct_partitions
-
-        keys = distinct_partitions(table, physical)
-    else:
-        keys = {raw_partition_key(f, physical) for f in snapshot.files}
+    keys = snapshot.file_table.partition_keys(snapshot.physical_partition_columns)
     normalized: dict[RawKey, Hashable] = {}
     matched: set[RawKey] = set()
     lowered = [c.lower() for c in columns]

@@ -8,7 +8,7 @@ its name, so nothing outside the language can ever be evaluated.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -17,25 +17,11 @@ import sqlglot
 from sqlglot import exp
 
 from ..errors import InvalidPredicateError
+from .predicate_functions import FUNCTIONS
+from .predicate_nodes import Context, Handler, Node, Row, Scope
 from .sql_values import INTEGRAL, cast_value, common_type, sql_compare
 
 __all__ = ["Compiled", "Node", "Scope", "compile_predicate", "parse_predicate"]
-
-Row = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Partition column types (lower-cased names -> our type names) and the session time zone."""
-
-    types: Mapping[str, str]
-    time_zone: str
-
-
-@dataclass(frozen=True)
-class Node:
-    fn: Callable[[Row], Any]
-    type: str
 
 
 @dataclass(frozen=True)
@@ -80,21 +66,8 @@ def parse_predicate(text: str) -> Any:
     return tree
 
 
-class _Ctx:
-    def __init__(self, scope: Scope, text: str) -> None:
-        self.scope = scope
-        self.text = text
-
-    def refuse(self, what: str) -> InvalidPredicateError:
-        return InvalidPredicateError(
-            f"WHERE predicate {self.text!r} uses {what}, which is not allowed. Predicates may use partition "
-            "columns, literals, comparisons, AND/OR/NOT, IN, BETWEEN, IS [NOT] NULL, LIKE, arithmetic and the "
-            f"functions {', '.join(sorted(_FUNCTION_NAMES))}."
-        )
-
-
 def compile_predicate(tree: exp.Expression, text: str, scope: Scope) -> Compiled:
-    ctx = _Ctx(scope, text)
+    ctx = Context(scope, text, _compile, _FUNCTION_NAMES)
     _refuse_subqueries(tree, text)
     _check_columns(tree, scope, text)
     node = _compile(tree, ctx)
@@ -119,12 +92,12 @@ def _check_columns(tree: exp.Expression, scope: Scope, text: str) -> None:
 
 
 # ----------------------------------------------------------------------------- leaves
-def _column(e: exp.Column, ctx: _Ctx) -> Node:
+def _column(e: exp.Column, ctx: Context) -> Node:
     key = e.name.lower()
     return Node(lambda row: row.get(key), ctx.scope.types[key])
 
 
-def _literal(e: exp.Literal, ctx: _Ctx) -> Node:
+def _literal(e: exp.Literal, ctx: Context) -> Node:
     if e.is_string:
         value = e.this
         return Node(lambda _r: value, "string")
@@ -139,51 +112,46 @@ def _literal(e: exp.Literal, ctx: _Ctx) -> Node:
     return Node(lambda _r: f, "double")
 
 
-def _boolean(e: exp.Boolean, ctx: _Ctx) -> Node:
+def _boolean(e: exp.Boolean, ctx: Context) -> Node:
     value = bool(e.this)
     return Node(lambda _r: value, "boolean")
 
 
-def _null(e: exp.Null, ctx: _Ctx) -> Node:
+def _null(e: exp.Null, ctx: Context) -> Node:
     return Node(lambda _r: None, "null")
 
 
-def _paren(e: exp.Paren, ctx: _Ctx) -> Node:
+def _paren(e: exp.Paren, ctx: Context) -> Node:
     return _compile(e.this, ctx)
 
 
 # ----------------------------------------------------------------------------- logic
-def _and(e: exp.And, ctx: _Ctx) -> Node:
-    left, right = _bool_operand(e.left, ctx), _bool_operand(e.right, ctx)
+def _connective(absorbing: bool) -> Handler:
+    """SQL's three-valued AND (``absorbing`` False) or OR (True): the absorbing value wins, else unknown
+    wins, and the right side is evaluated only when the left does not decide."""
 
-    def fn(row: Row) -> Any:
-        a = left.fn(row)
-        if a is False:
-            return False
-        b = right.fn(row)
-        if b is False:
-            return False
-        return None if a is None or b is None else True
+    def handler(e: exp.And | exp.Or, ctx: Context) -> Node:
+        left, right = _bool_operand(e.left, ctx), _bool_operand(e.right, ctx)
 
-    return Node(fn, "boolean")
+        def fn(row: Row) -> Any:
+            a = left.fn(row)
+            if a is absorbing:
+                return absorbing
+            b = right.fn(row)
+            if b is absorbing:
+                return absorbing
+            return None if a is None or b is None else not absorbing
 
+        return Node(fn, "boolean")
 
-def _or(e: exp.Or, ctx: _Ctx) -> Node:
-    left, right = _bool_operand(e.left, ctx), _bool_operand(e.right, ctx)
-
-    def fn(row: Row) -> Any:
-        a = left.fn(row)
-        if a is True:
-            return True
-        b = right.fn(row)
-        if b is True:
-            return True
-        return None if a is None or b is None else False
-
-    return Node(fn, "boolean")
+    return handler
 
 
-def _not(e: exp.Not, ctx: _Ctx) -> Node:
+_and = _connective(False)
+_or = _connective(True)
+
+
+def _not(e: exp.Not, ctx: Context) -> Node:
     inner = _bool_operand(e.this, ctx)
 
     def fn(row: Row) -> Any:
@@ -193,7 +161,7 @@ def _not(e: exp.Not, ctx: _Ctx) -> Node:
     return Node(fn, "boolean")
 
 
-def _bool_operand(e: Any, ctx: _Ctx) -> Node:
+def _bool_operand(e: Any, ctx: Context) -> Node:
     node = _compile(e, ctx)
     if node.type not in ("boolean", "null"):
         if node.type == "string":
@@ -204,7 +172,7 @@ def _bool_operand(e: Any, ctx: _Ctx) -> Node:
 
 
 # ----------------------------------------------------------------------------- comparisons
-def coerce(a: Node, b: Node, ctx: _Ctx) -> tuple[Callable[[Row], Any], Callable[[Row], Any], str]:
+def coerce(a: Node, b: Node, ctx: Context) -> tuple[Callable[[Row], Any], Callable[[Row], Any], str]:
     """Both sides cast to their common comparison type."""
     try:
         target = common_type(a.type, b.type)
@@ -230,7 +198,7 @@ _OPS: dict[type[Any], Callable[[int], bool]] = {
 }
 
 
-def _comparison(e: exp.Binary, ctx: _Ctx) -> Node:
+def _comparison(e: exp.Binary, ctx: Context) -> Node:
     left, right, _ = coerce(_compile(e.left, ctx), _compile(e.right, ctx), ctx)
     test = _OPS[type(e)]
 
@@ -241,7 +209,7 @@ def _comparison(e: exp.Binary, ctx: _Ctx) -> Node:
     return Node(fn, "boolean")
 
 
-def _null_safe_eq(e: exp.NullSafeEQ, ctx: _Ctx) -> Node:
+def _null_safe_eq(e: exp.NullSafeEQ, ctx: Context) -> Node:
     left, right, _ = coerce(_compile(e.left, ctx), _compile(e.right, ctx), ctx)
 
     def fn(row: Row) -> Any:
@@ -251,7 +219,7 @@ def _null_safe_eq(e: exp.NullSafeEQ, ctx: _Ctx) -> Node:
     return Node(fn, "boolean")
 
 
-def _in(e: exp.In, ctx: _Ctx) -> Node:
+def _in(e: exp.In, ctx: Context) -> Node:
     if e.args.get("query") or e.args.get("unnest") or e.args.get("field"):
         raise ctx.refuse("a subquery in IN")
     subject = _compile(e.this, ctx)
@@ -269,13 +237,13 @@ def _in(e: exp.In, ctx: _Ctx) -> Node:
     return Node(fn, "boolean")
 
 
-def _between(e: exp.Between, ctx: _Ctx) -> Node:
+def _between(e: exp.Between, ctx: Context) -> Node:
     ge = exp.GTE(this=e.this, expression=e.args["low"])
     le = exp.LTE(this=e.this.copy(), expression=e.args["high"])
     return _and(exp.And(this=ge, expression=le), ctx)
 
 
-def _is(e: exp.Is, ctx: _Ctx) -> Node:
+def _is(e: exp.Is, ctx: Context) -> Node:
     if not isinstance(e.expression, exp.Null):
         raise ctx.refuse(f"IS {e.expression.sql(dialect='spark')}")
     inner = _compile(e.this, ctx)
@@ -295,7 +263,7 @@ def _like_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.DOTALL)
 
 
-def _like(e: exp.Like | exp.ILike, ctx: _Ctx) -> Node:
+def _like(e: exp.Like | exp.ILike, ctx: Context) -> Node:
     subject = _compile(e.this, ctx)
     pattern_node = _compile(e.expression, ctx)
     fold = isinstance(e, exp.ILike)
@@ -314,9 +282,7 @@ def _like(e: exp.Like | exp.ILike, ctx: _Ctx) -> Node:
 
 
 # ----------------------------------------------------------------------------- the rest
-def _compile(e: Any, ctx: _Ctx) -> Node:
-    from .predicate_functions import FUNCTIONS
-
+def _compile(e: Any, ctx: Context) -> Node:
     handler = _HANDLERS.get(type(e)) or FUNCTIONS.get(type(e))
     if handler is None:
         raise ctx.refuse(_describe(e))
@@ -334,7 +300,7 @@ def _describe(e: Any) -> str:
     return f"{type(e).__name__} ({e.sql(dialect='spark')})"
 
 
-_HANDLERS: dict[type[Any], Callable[[Any, _Ctx], Node]] = {
+_HANDLERS: dict[type[Any], Handler] = {
     exp.Column: _column,
     exp.Literal: _literal,
     exp.Boolean: _boolean,

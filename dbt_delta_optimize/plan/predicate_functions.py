@@ -10,7 +10,7 @@ from typing import Any
 from sqlglot import exp
 
 from ..errors import InvalidPredicateError
-from .predicate_compile import Node, Row, _compile, _Ctx
+from .predicate_nodes import Context, Handler, Node, Row
 from .sql_values import INTEGRAL, NUMERIC, cast_value, common_type
 
 __all__ = ["FUNCTIONS"]
@@ -35,7 +35,7 @@ _TYPES = {
 }
 
 
-def _cast(e: exp.Cast, ctx: _Ctx) -> Node:
+def _cast(e: exp.Cast, ctx: Context) -> Node:
     to = e.args["to"]
     target = _TYPES.get(to.this)
     if target is None:
@@ -44,7 +44,7 @@ def _cast(e: exp.Cast, ctx: _Ctx) -> Node:
     if target == "decimal":
         values = [int(p.this.this) for p in to.expressions] or [10, 0]
         params = (values[0], values[1] if len(values) > 1 else 0)
-    inner = _compile(e.this, ctx)
+    inner = ctx.compile(e.this)
     tz = ctx.scope.time_zone
     return Node(lambda row: cast_value(inner.fn(row), inner.type, target, tz, params), target)
 
@@ -56,8 +56,8 @@ def _strptime(value: str, fmt: str) -> dt.datetime | None:
         return None
 
 
-def _to_date(e: exp.TsOrDsToDate, ctx: _Ctx) -> Node:
-    inner = _compile(e.this, ctx)
+def _to_date(e: exp.TsOrDsToDate, ctx: Context) -> Node:
+    inner = ctx.compile(e.this)
     tz = ctx.scope.time_zone
     fmt_node = e.args.get("format")
     if fmt_node is None:
@@ -72,8 +72,8 @@ def _to_date(e: exp.TsOrDsToDate, ctx: _Ctx) -> Node:
     return Node(fn, "date")
 
 
-def _to_timestamp(e: exp.StrToTime, ctx: _Ctx) -> Node:
-    inner = _compile(e.this, ctx)
+def _to_timestamp(e: exp.StrToTime, ctx: Context) -> Node:
+    inner = ctx.compile(e.this)
     tz = ctx.scope.time_zone
     fmt = str(e.args["format"].this).replace("strict", "")
 
@@ -85,9 +85,9 @@ def _to_timestamp(e: exp.StrToTime, ctx: _Ctx) -> Node:
     return Node(fn, "timestamp")
 
 
-def _date_part(part: str) -> Callable[[Any, _Ctx], Node]:
-    def handler(e: exp.Func, ctx: _Ctx) -> Node:
-        inner = _compile(e.this, ctx)
+def _date_part(part: str) -> Callable[[Any, Context], Node]:
+    def handler(e: exp.Func, ctx: Context) -> Node:
+        inner = ctx.compile(e.this)
         tz = ctx.scope.time_zone
 
         def fn(row: Row) -> Any:
@@ -99,9 +99,9 @@ def _date_part(part: str) -> Callable[[Any, _Ctx], Node]:
     return handler
 
 
-def _string_fn(op: Callable[[str], Any], result: str) -> Callable[[Any, _Ctx], Node]:
-    def handler(e: exp.Func, ctx: _Ctx) -> Node:
-        inner = _compile(e.this, ctx)
+def _string_fn(op: Callable[[str], Any], result: str) -> Callable[[Any, Context], Node]:
+    def handler(e: exp.Func, ctx: Context) -> Node:
+        inner = ctx.compile(e.this)
         tz = ctx.scope.time_zone
 
         def fn(row: Row) -> Any:
@@ -113,16 +113,16 @@ def _string_fn(op: Callable[[str], Any], result: str) -> Callable[[Any, _Ctx], N
     return handler
 
 
-def _trim(e: exp.Trim, ctx: _Ctx) -> Node:
+def _trim(e: exp.Trim, ctx: Context) -> Node:
     if e.args.get("expression") is not None or e.args.get("position"):
         raise ctx.refuse("TRIM with characters or a position")
     return _string_fn(lambda s: s.strip(" "), "string")(e, ctx)
 
 
-def _substring(e: exp.Substring, ctx: _Ctx) -> Node:
-    inner = _compile(e.this, ctx)
-    start = _compile(e.args["start"], ctx) if e.args.get("start") else None
-    length = _compile(e.args["length"], ctx) if e.args.get("length") else None
+def _substring(e: exp.Substring, ctx: Context) -> Node:
+    inner = ctx.compile(e.this)
+    start = ctx.compile(e.args["start"]) if e.args.get("start") else None
+    length = ctx.compile(e.args["length"]) if e.args.get("length") else None
     tz = ctx.scope.time_zone
 
     def fn(row: Row) -> Any:
@@ -138,8 +138,8 @@ def _substring(e: exp.Substring, ctx: _Ctx) -> Node:
     return Node(fn, "string")
 
 
-def _concat(e: exp.Concat, ctx: _Ctx) -> Node:
-    parts = [_compile(x, ctx) for x in e.expressions]
+def _concat(e: exp.Concat, ctx: Context) -> Node:
+    parts = [ctx.compile(x) for x in e.expressions]
     tz = ctx.scope.time_zone
 
     def fn(row: Row) -> Any:
@@ -149,8 +149,8 @@ def _concat(e: exp.Concat, ctx: _Ctx) -> Node:
     return Node(fn, "string")
 
 
-def _coalesce(e: exp.Coalesce, ctx: _Ctx) -> Node:
-    parts = [_compile(x, ctx) for x in [e.this, *e.expressions]]
+def _coalesce(e: exp.Coalesce, ctx: Context) -> Node:
+    parts = [ctx.compile(x) for x in [e.this, *e.expressions]]
     target = parts[0].type
     for p in parts[1:]:
         target = common_type(target, p.type)
@@ -166,7 +166,7 @@ def _coalesce(e: exp.Coalesce, ctx: _Ctx) -> Node:
     return Node(fn, target)
 
 
-def _numeric(node: Node, ctx: _Ctx) -> Node:
+def _numeric(node: Node, ctx: Context) -> Node:
     if node.type in NUMERIC or node.type == "null":
         return node
     if node.type == "string":
@@ -195,8 +195,8 @@ _ARITH: dict[type[Any], Callable[[Any, Any], Any]] = {
 }
 
 
-def _arith(e: exp.Binary, ctx: _Ctx) -> Node:
-    left, right = _numeric(_compile(e.left, ctx), ctx), _numeric(_compile(e.right, ctx), ctx)
+def _arith(e: exp.Binary, ctx: Context) -> Node:
+    left, right = _numeric(ctx.compile(e.left), ctx), _numeric(ctx.compile(e.right), ctx)
     target = common_type(left.type, right.type)
     if isinstance(e, exp.Div) and target == INTEGRAL:
         target = "double"
@@ -210,17 +210,17 @@ def _arith(e: exp.Binary, ctx: _Ctx) -> Node:
     return Node(fn, target)
 
 
-def _neg(e: exp.Neg, ctx: _Ctx) -> Node:
-    inner = _numeric(_compile(e.this, ctx), ctx)
+def _neg(e: exp.Neg, ctx: Context) -> Node:
+    inner = _numeric(ctx.compile(e.this), ctx)
     return Node(lambda row: None if (v := inner.fn(row)) is None else -v, inner.type)
 
 
-def _abs(e: exp.Abs, ctx: _Ctx) -> Node:
-    inner = _numeric(_compile(e.this, ctx), ctx)
+def _abs(e: exp.Abs, ctx: Context) -> Node:
+    inner = _numeric(ctx.compile(e.this), ctx)
     return Node(lambda row: None if (v := inner.fn(row)) is None else abs(v), inner.type)
 
 
-FUNCTIONS: dict[type[Any], Callable[[Any, _Ctx], Node]] = {
+FUNCTIONS: dict[type[Any], Handler] = {
     exp.Cast: _cast,
     exp.TryCast: _cast,
     exp.TsOrDsToDate: _to_date,

@@ -1,0 +1,110 @@
+"""What a health report is: its verdicts and the frozen report (a leaf: ``health`` makes it, ``health_page`` draws it)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "COMPACT_RECOMMENDED",
+    "HEALTHY",
+    "HEALTHY_REWRITE_SHARE",
+    "LAST_OPTIMIZE_LOOKBACK",
+    "NEEDS_OPTIMIZE",
+    "HealthReport",
+    "Thresholds",
+    "Verdict",
+]
+
+#: Verdicts. "compact recommended": auto compaction's own rule would fire (many tiny files), so the
+#: cheap fix is a compaction with its thresholds; "needs optimize": OPTIMIZE has work auto compaction
+#: would not do.
+HEALTHY = "healthy"
+COMPACT_RECOMMENDED = "compact recommended"
+NEEDS_OPTIMIZE = "needs optimize"
+#: Below this share of files to rewrite, OPTIMIZE's work is not worth a run on its own.
+HEALTHY_REWRITE_SHARE = 0.10
+#: Commits searched back for the last OPTIMIZE, so a long log cannot make the report slow.
+LAST_OPTIMIZE_LOOKBACK = 1000
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The thresholds that decide "small", as OPTIMIZE and auto compaction resolve them.
+
+    ``sources`` says where each came from ("argument", the session conf key, or "default"), because
+    a threshold that silently came from a conf is the usual reason a report surprises.
+    """
+
+    optimize_min_file_size: int
+    optimize_max_file_size: int
+    auto_compact_min_file_size: int
+    auto_compact_max_file_size: int
+    auto_compact_min_num_files: int
+    sources: Mapping[str, str]
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "optimizeMinFileSize": self.optimize_min_file_size,
+            "optimizeMaxFileSize": self.optimize_max_file_size,
+            "autoCompactMinFileSize": self.auto_compact_min_file_size,
+            "autoCompactMaxFileSize": self.auto_compact_max_file_size,
+            "autoCompactMinNumFiles": self.auto_compact_min_num_files,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One word for the table's state, the numbers behind it, and the command that fixes it (if any)."""
+
+    status: str
+    reason: str
+    command: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.status == HEALTHY
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "command": self.command}
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """What ``health_report`` found. ``layout`` is the snapshot's numbers (JSON-shaped, camelCase keys).
+
+    Frozen so a page and a JSON dump made from one report agree; ``to_dict`` returns fresh copies.
+    """
+
+    table: str
+    version: int
+    generated_at: str
+    layout: Mapping[str, Any]
+    thresholds: Thresholds
+    verdict: Verdict
+    protocol: Mapping[str, Any]
+    auto_compact_enabled: bool
+    last_optimize: Mapping[str, Any] | None
+    optimize: Mapping[str, Any]
+    auto_compact: Mapping[str, Any]
+    compare: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``--json``): the layout keys plus thresholds, plans, verdict and protocol."""
+        out: dict[str, Any] = copy.deepcopy(dict(self.layout))
+        out.update(
+            generatedAt=self.generated_at,
+            verdict=self.verdict.to_dict(),
+            protocol=copy.deepcopy(dict(self.protocol)),
+            autoCompactEnabled=self.auto_compact_enabled,
+            lastOptimize=copy.deepcopy(dict(self.last_optimize)) if self.last_optimize is not None else None,
+            thresholds=self.thresholds.to_dict(),
+            thresholdSources=dict(self.thresholds.sources),
+            optimize=copy.deepcopy(dict(self.optimize)),
+            optimizeSource="plan_optimize",
+            autoCompact=copy.deepcopy(dict(self.auto_compact)),
+            compare=copy.deepcopy(dict(self.compare)) if self.compare is not None else None,
+        )
+        return out

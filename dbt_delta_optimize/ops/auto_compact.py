@@ -1,0 +1,237 @@
+"""``auto_compact``: decide from the log whether a write left enough small files, and only then compact.
+
+One snapshot per hook: the decision counts the small files of the partitions the triggering commits
+touched from the snapshot's FileTable, and the compaction plans from the same snapshot. Spark is
+started only when a compaction actually runs (or a catalog name has to be resolved), so a skip
+costs a log read. A table's log is read through the pipeline, so its errors are the same as
+``optimize``'s (a corrupt commit names its version).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..delta.snapshot import Snapshot
+from ..errors import DeltaOptimizeError
+from ..options import PREFIX, ConfGetter, parse_bool
+from ..plan.autocompact import (
+    DISABLED,
+    FAILED,
+    RUN_ON_ALL,
+    SKIP_BLIND_APPEND,
+    SKIP_EMPTY_INGESTION,
+    SKIP_OWN_COMMIT,
+    AutoCompactConfig,
+    AutoCompactDecision,
+    AutoCompactResult,
+    auto_compact_enabled,
+    decide_counts,
+    partition_counts,
+    partitions_of,
+)
+from ..plan.builder import build_plan
+from ..plan.config import OptimizeConfig
+from ..plan.operation import AutoCompact
+from ..plan.predicate import select_partitions
+from .pipeline import Session, Target, execute, gate, open_snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..delta.file_table import RawKey
+    from ..plan.metrics import OptimizeMetrics
+
+__all__ = ["auto_compact"]
+
+log = logging.getLogger(__name__)
+
+_DISABLED_REASON = (
+    "auto compaction is not enabled "
+    "(spark.databricks.delta.autoCompact.enabled or table property delta.autoOptimize.autoCompact)"
+)
+
+
+@dataclass(frozen=True)
+class _Trigger:
+    versions: tuple[int, ...]
+    info: dict[int, Mapping[str, Any]]
+    data_commits: list[tuple[int, list[dict[str, Any]]]]
+
+    @property
+    def added(self) -> set[str]:
+        """Decoded paths the data commits added."""
+        from urllib.parse import unquote
+
+        return {unquote(a["add"]["path"]) for _, acts in self.data_commits for a in acts if "add" in a}
+
+
+def _trigger(snapshot: Snapshot, since_version: int | None) -> _Trigger:
+    """The commits after ``since_version`` (default: the latest one), and those that are not our own."""
+    from ..delta.snapshot import read_commit
+
+    latest = snapshot.version
+    start = latest if since_version is None else since_version + 1
+    commits = [
+        (v, read_commit(snapshot.location, v, storage=snapshot.storage)) for v in range(max(start, 0), latest + 1)
+    ]
+    info: dict[int, Mapping[str, Any]] = {
+        v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits
+    }
+    data = [(v, acts) for v, acts in commits if info[v].get("operation") not in ("OPTIMIZE", "REORG")]
+    return _Trigger(tuple(v for v, _ in commits), info, data)
+
+
+@dataclass
+class _Run:
+    """One hook: its settings, what it found, and the result it reports."""
+
+    session: Session
+    target: Target
+    since_version: int | None
+    config: AutoCompactConfig
+    get_conf: ConfGetter
+    t0: float
+    location: str = ""
+    triggering: tuple[int, ...] = ()
+    decision: AutoCompactDecision | None = None
+    decision_ms: float | None = None
+
+    def result(self, status: str, reason: str, **kw: Any) -> AutoCompactResult:
+        now = (time.perf_counter() - self.t0) * 1000
+        d = self.decision
+        return AutoCompactResult(
+            table=self.location or self.target.table,
+            status=status,
+            reason=reason,
+            since_version=self.since_version,
+            triggering_versions=self.triggering,
+            considered=d.considered if d else (),
+            chosen=d.chosen if d else (),
+            decision_ms=self.decision_ms if self.decision_ms is not None else now,
+            duration_ms=now,
+            config=self.config,
+            **kw,
+        )
+
+    def throw(self, throw_on_error: bool | None) -> bool:
+        if throw_on_error is not None:
+            return throw_on_error
+        raw = self.get_conf(PREFIX + "postCommitHook.throwOnError")
+        return parse_bool(raw, key="postCommitHook.throwOnError") if raw else False
+
+    def _skip_reason(self, trigger: _Trigger) -> tuple[str, str] | None:
+        if not trigger.data_commits:
+            if not trigger.versions:
+                return SKIP_EMPTY_INGESTION, f"no commits after version {self.since_version}"
+            return SKIP_OWN_COMMIT, (
+                "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output"
+            )
+        # delta-spark's isQualifiedForAutoCompact: nonBlindAppend only applies with modifiedPartitionsOnly.
+        cfg = self.config
+        blind = all(trigger.info[v].get("isBlindAppend") for v, _ in trigger.data_commits)
+        if cfg.non_blind_append and cfg.modified_partitions_only and blind:
+            return SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append"
+        return None
+
+    def execute(self, enabled: bool | None, *, decide_only: bool = False) -> AutoCompactResult:
+        self.location = self.target.location(self.session)
+        snapshot = open_snapshot(self.location, self.target.storage_options)
+        is_on = enabled if enabled is not None else auto_compact_enabled(self.get_conf, snapshot.configuration)
+        if not is_on:
+            return self.result(DISABLED, _DISABLED_REASON)
+        trigger = _trigger(snapshot, self.since_version)
+        self.triggering = trigger.versions
+        skip = self._skip_reason(trigger)
+        if skip is not None:
+            return self.result(*skip)
+        added = trigger.added
+        if not added:
+            return self.result(SKIP_EMPTY_INGESTION, "the triggering commits added no data files")
+        small, total = partition_counts(snapshot, self.config.small_file_threshold)
+        touched = partitions_of(snapshot, added)
+        self.decision = decide_counts(small, total, touched, snapshot.partition_columns, self.config)
+        self.decision_ms = (time.perf_counter() - self.t0) * 1000
+        if not self.decision.run or decide_only:
+            return self.result(self.decision.status, self.decision.reason)
+        chosen = None
+        if self.decision.status != RUN_ON_ALL:  # RUN_ON_ALL: the whole table, no partition predicate
+            cols = snapshot.partition_columns
+            chosen = frozenset(tuple(c.partition[col] for col in cols) for c in self.decision.chosen)
+        metrics = self._compact(snapshot, chosen)
+        return self.result(self.decision.status, self.decision.reason, metrics=metrics)
+
+    def _compact(self, snapshot: Snapshot, chosen: frozenset[RawKey] | None) -> OptimizeMetrics:
+        """Compact the chosen partitions (None: all) with the auto-compact sizes, as OPTIMIZE auto=true."""
+        gate(snapshot)
+        engine = self.session.engine()
+        settings = self.session.settings()
+        sizes = {"min_file_size": self.config.small_file_threshold, "max_file_size": self.config.max_file_size}
+        config = OptimizeConfig.resolve(settings.get_conf, sizes)
+        selection = select_partitions(snapshot, (), time_zone=settings.time_zone)
+        plan = build_plan(snapshot, config, selection=selection, operation=AutoCompact(chosen))
+        return execute(engine, snapshot, plan)
+
+
+def auto_compact(
+    spark: SparkSession | None,
+    table: str,
+    since_version: int | None = None,
+    *,
+    enabled: bool | None = None,
+    throw_on_error: bool | None = None,
+    max_file_size: int | str | None = None,
+    min_file_size: int | str | None = None,
+    min_num_files: int | None = None,
+    modified_partitions_only: bool | None = None,
+    non_blind_append: bool | None = None,
+    max_num_modified_partitions: int | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    decide_only: bool = False,
+) -> AutoCompactResult:
+    """Run the auto-compaction hook for the write(s) after ``since_version`` (default: the latest commit).
+
+    Args:
+        spark: session for the compaction itself; None uses the running one, else an embedded one.
+            It is only started when a compaction actually runs.
+        table: path or catalog name (a name needs a session to resolve).
+        since_version: the table version before the write; the commits after it are the trigger.
+        enabled: force on/off (the dbt layer passes model settings); None follows delta-spark's confs.
+        throw_on_error: raise instead of returning the error in the result; None reads
+            ``spark.databricks.delta.postCommitHook.throwOnError`` (default false).
+        max_file_size ... max_num_modified_partitions: overrides of delta-spark's ``autoCompact.*``
+            settings (``options.AUTO_COMPACT_OPTIONS``).
+        storage_options: object-store settings under deltalake's keys (as for ``optimize``).
+        decide_only: return the decision (status, reason, chosen partitions) without compacting; for
+            a table given by path no Spark is started (the dbt hooks then compact through SQL).
+    """
+    overrides = {
+        "max_file_size": max_file_size,
+        "min_file_size": min_file_size,
+        "min_num_files": min_num_files,
+        "modified_partitions_only": modified_partitions_only,
+        "non_blind_append": non_blind_append,
+        "max_num_modified_partitions": max_num_modified_partitions,
+    }
+    t0 = time.perf_counter()
+    session = Session(spark)
+    get_conf = session.conf()
+    config = AutoCompactConfig.resolve(get_conf, {k: v for k, v in overrides.items() if v is not None})
+    run = _Run(session, Target(table, storage_options), since_version, config, get_conf, t0)
+    try:
+        return run.execute(enabled, decide_only=decide_only)
+    except DeltaOptimizeError as exc:
+        if run.throw(throw_on_error):
+            raise
+        log.warning("auto compaction of %s failed: %s", run.location or table, exc)
+        return run.result(FAILED, f"auto compaction failed: {exc}", error=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:
+        if run.throw(throw_on_error):
+            raise
+        log.warning("auto compaction of %s failed: %s", run.location or table, exc, exc_info=True)
+        return run.result(
+            FAILED, f"auto compaction failed: {type(exc).__name__}: {exc}", error=f"{type(exc).__name__}: {exc}"
+        )

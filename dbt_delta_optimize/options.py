@@ -1,0 +1,469 @@
+"""Every setting, declared once: its type, default, Spark conf key, CLI flag, dbt meta key and help.
+
+Everything else is derived from this table: ``OptimizeConfig.resolve`` and ``AutoCompactConfig.resolve``
+(per-call value > session conf > default), the CLI's flags, the dbt meta keys and their validation,
+and the settings table of the README and the docs (``options_table_markdown``). The public keyword
+signatures stay explicit for type checkers; tests check them against this table. A leaf module: it
+imports only ``errors`` and the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args
+
+from .errors import InvalidConfigError
+
+__all__ = [
+    "AUTO_COMPACT_OPTIONS",
+    "MAX_SIZE",
+    "OPTIMIZE_OPTIONS",
+    "PREFIX",
+    "PURGE_FIXED",
+    "ConfGetter",
+    "GiB",
+    "Kind",
+    "MiB",
+    "OptimizeOptions",
+    "Option",
+    "Order",
+    "RewriteEngine",
+    "format_size",
+    "options_table_markdown",
+    "parse_bool",
+    "parse_duration",
+    "parse_int",
+    "parse_size",
+    "resolve_values",
+]
+
+PREFIX = "spark.databricks.delta."
+OURS = "spark.dbt_delta_optimize."
+GiB = 1024**3
+MiB = 1024**2
+#: The largest size Delta can record (sizes are Java longs in the log and in Spark confs).
+MAX_SIZE = 2**63 - 1
+
+ConfGetter = Callable[[str], "str | None"]
+Order = Literal["files-desc", "bytes-desc", "partition", "oldest-first"]
+RewriteEngine = Literal["arrow", "spark"]
+
+# ----------------------------------------------------------------------------- parsing
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": MiB, "mb": MiB, "g": GiB, "gb": GiB}
+_UNITS.update({"t": 1024**4, "tb": 1024**4, "p": 1024**5, "pb": 1024**5})
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+_DURATION_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _size_error(key: str, value: Any, why: str = "") -> InvalidConfigError:
+    return InvalidConfigError(
+        f"{key} must be a size like 128m, 1g or a whole number of bytes{why}, got {value!r}. "
+        "Units are binary (k, m, g, t, p; an optional trailing b) and fractions are refused, as in Spark."
+    )
+
+
+def parse_size(value: Any, *, key: str = "size") -> int:
+    """Parse a byte size as Spark's bytes confs do: ``128m``, ``1g``, ``1024`` (bytes). Binary units.
+
+    Strict like Spark's ``JavaUtils.byteStringAs``: a whole number and a unit, so ``1.5g`` is
+    refused (Spark refuses it too), and the result must fit in a long, as Delta stores sizes.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _size_error(key, value)
+    if isinstance(value, int):
+        n = value
+    else:
+        m = _SIZE_RE.match(value)
+        if not m or m.group(2).lower() not in _UNITS:
+            raise _size_error(key, value)
+        n = int(m.group(1)) * _UNITS[m.group(2).lower()]
+    if n < 0:
+        raise _size_error(key, value, " (not negative)")
+    if n > MAX_SIZE:
+        raise _size_error(key, value, f" up to {MAX_SIZE} (a long)")
+    return n
+
+
+def format_size(n: int | float) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def parse_bool(value: Any, *, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().strip("'\"").lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise InvalidConfigError(f"{key} must be true or false, got {value!r}.")
+
+
+def parse_int(value: Any, *, key: str, minimum: int) -> int:
+    """A whole number (or its text) of at least ``minimum``; booleans and fractions are refused."""
+    error = InvalidConfigError(f"{key} must be a whole number >= {minimum}, got {value!r}.")
+    if isinstance(value, bool):
+        raise error
+    try:
+        n = value if isinstance(value, int) else int(str(value).strip())
+    except ValueError:
+        raise error from None
+    if n < minimum:
+        raise error
+    return n
+
+
+def _parse_ratio(value: Any, *, key: str) -> float:
+    try:
+        r = float(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"{key} must be a number between 0 and 1, got {value!r}.") from None
+    if isinstance(value, bool) or not 0.0 <= r <= 1.0:
+        raise InvalidConfigError(f"{key} must be a number between 0 and 1, got {value!r}.")
+    return r
+
+
+def parse_duration(value: Any, *, key: str) -> float:
+    """Seconds from ``25s``, ``10m``, ``1h`` or a number of seconds (> 0, at most a week)."""
+    text = str(value).strip().lower()
+    unit = text.lstrip("0123456789.")
+    number = text[: len(text) - len(unit)] if unit else text
+    try:
+        if isinstance(value, bool) or unit.strip() not in ("", *_DURATION_UNITS):
+            raise ValueError
+        seconds = float(number) * _DURATION_UNITS.get(unit.strip(), 1.0)
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be a duration like 25s, 10m or 1h, got {value!r}.") from None
+    if not 0 < seconds <= 7 * 86400:
+        raise InvalidConfigError(f"{key} must be a duration between 1s and 7 days, got {value!r}.")
+    return seconds
+
+
+def _parse_choice(value: Any, *, key: str, choices: Sequence[str]) -> str:
+    s = str(value).strip().lower()
+    if s not in choices:
+        raise InvalidConfigError(f"{key} must be one of {', '.join(choices)}, got {value!r}.")
+    return s
+
+
+def _parse_every(value: Any, *, key: str) -> tuple[int | None, float | None]:
+    """An integer is a number of bins; a duration (``30s``, ``5m``) a period. Bytes are ``batch_size``."""
+    text = str(value).strip()
+    if text.isdigit() and not isinstance(value, bool):
+        return parse_int(text, key=key, minimum=1), None
+    return None, parse_duration(value, key=key)
+
+
+# ----------------------------------------------------------------------------- the declaration
+#: What a setting's value is: how it is parsed, shown as a CLI flag and typed in the API.
+Kind = Literal["size", "count", "ratio", "flag", "choice", "duration", "bins_or_duration"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting. Its name is the API keyword, the ``OptimizeOptions`` field and the dbt meta key."""
+
+    name: str
+    kind: Kind
+    conf: str  #: the full Spark conf key
+    default: Any  #: the value when neither the call nor the session sets it (None: unset)
+    help: str  #: one sentence: what it does (no default, no choices: those are derived)
+    minimum: int = 0  #: count: the smallest value; size: 1 refuses 0
+    choices: tuple[str, ...] = ()
+    unset: str = "unset"  #: how an unset (None) default reads
+    note: str = ""  #: said after the default in the docs, e.g. delta-spark's own default
+    meta: bool = True  #: a dbt ``meta.delta_optimize`` key
+    targets: tuple[str, ...] = ()  #: the config fields a tuple value is spread over (default: ``name``)
+
+    @property
+    def flag(self) -> str:
+        """The CLI flag."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def meta_key(self) -> str | None:
+        """The dbt ``meta.delta_optimize`` key (None: not settable from a model)."""
+        return self.name if self.meta else None
+
+    def parse(self, value: Any, *, key: str | None = None) -> Any:
+        """The typed value of ``value``; an InvalidConfigError naming ``key`` (default: the name) if invalid."""
+        key = key or self.name
+        if self.kind == "size":
+            n = parse_size(value, key=key)
+            if n < self.minimum:
+                raise InvalidConfigError(f"{key} must be a positive size like 1g, got {value!r}.")
+            return n
+        if self.kind == "count":
+            return parse_int(value, key=key, minimum=self.minimum)
+        if self.kind == "ratio":
+            return _parse_ratio(value, key=key)
+        if self.kind == "flag":
+            return parse_bool(value, key=key)
+        if self.kind == "choice":
+            return _parse_choice(value, key=key, choices=self.choices)
+        if self.kind == "duration":
+            return parse_duration(value, key=key)
+        return _parse_every(value, key=key)
+
+    def default_text(self) -> str:
+        """The default as the docs and ``--help`` show it."""
+        d = self.default
+        if d is None:
+            text = self.unset
+        elif isinstance(d, bool):
+            text = str(d).lower()
+        elif self.kind == "size":
+            text = format_size(d).replace(".0 ", " ")
+        else:
+            text = str(d)
+        return f"{text} {self.note}".strip()
+
+
+OPTIMIZE_OPTIONS: tuple[Option, ...] = (
+    Option("min_file_size", "size", PREFIX + "optimize.minFileSize", GiB, "Files smaller than this are compacted."),
+    Option(
+        "max_file_size",
+        "size",
+        PREFIX + "optimize.maxFileSize",
+        GiB,
+        "Target (maximum) size of a compacted file.",
+        minimum=1,
+    ),
+    Option("max_threads", "count", PREFIX + "optimize.maxThreads", 15, "Bins rewritten concurrently.", minimum=1),
+    Option(
+        "batch_size",
+        "size",
+        PREFIX + "optimize.batchSize",
+        None,
+        "Commit every this many bytes of bins.",
+        minimum=1,
+        unset="unset (one commit)",
+    ),
+    Option(
+        "max_deleted_rows_ratio",
+        "ratio",
+        PREFIX + "optimize.maxDeletedRowsRatio",
+        0.05,
+        "A file whose share of deleted rows (deletion vectors) is above this is rewritten, however large.",
+    ),
+    Option(
+        "repartition_enabled",
+        "flag",
+        PREFIX + "optimize.repartition.enabled",
+        False,
+        "Spark rewrite: repartition(1) instead of coalesce(1).",
+    ),
+    Option(
+        "max_commit_attempts",
+        "count",
+        PREFIX + "maxCommitAttempts",
+        100,
+        "Attempts of one commit against concurrent writers.",
+        minimum=1,
+        note="(delta-spark: 10,000,000)",
+    ),
+    Option(
+        "rewrite_engine",
+        "choice",
+        OURS + "rewriteEngine",
+        "arrow",
+        "How a compaction bin is rewritten: streamed through Arrow in a Spark task, or a DataFrame coalesce(1).",
+        choices=get_args(RewriteEngine),
+    ),
+    Option(
+        "validate_commits",
+        "flag",
+        OURS + "validateCommits",
+        True,
+        "Check the planned actions before committing and the landed commit after.",
+    ),
+    Option(
+        "max_duration",
+        "duration",
+        OURS + "maxDuration",
+        None,
+        "Time budget (25s, 10m, 1h): no bin starts after it; what is done is committed.",
+    ),
+    Option(
+        "max_failed_bins",
+        "count",
+        OURS + "maxFailedBins",
+        0,
+        "Bins that may fail (reported, exit 1) while the others commit; 0: all or nothing.",
+    ),
+    Option(
+        "order",
+        "choice",
+        OURS + "order",
+        "files-desc",
+        "Which bins run first (matters with a time budget or partial commits).",
+        choices=get_args(Order),
+    ),
+    Option(
+        "commit_every",
+        "bins_or_duration",
+        OURS + "commitEvery",
+        None,
+        "Commit finished bins every N bins (an integer) or every period (5m).",
+        unset="unset (one commit per batch)",
+        targets=("commit_every_bins", "commit_every_seconds"),
+    ),
+    Option(
+        "allow_external_paths",
+        "flag",
+        OURS + "allowExternalPaths",
+        False,
+        "Allow add and remove paths outside the table root (shallow clones); only files the table's own "
+        "storage options reach.",
+    ),
+    Option(
+        "row_group_copy_min_bytes",
+        "size",
+        OURS + "rowGroupCopyMinBytes",
+        32 * MiB,
+        "Input row groups at least this large are copied byte for byte instead of re-encoded; 0 turns the copy off.",
+    ),
+)
+
+#: Options a purge fixes (REORG ... APPLY (PURGE) rewrites every file with deleted rows, whatever its size).
+PURGE_FIXED: Mapping[str, Any] = {"min_file_size": 0, "max_deleted_rows_ratio": 0.0}
+
+AUTO_COMPACT_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "max_file_size",
+        "size",
+        PREFIX + "autoCompact.maxFileSize",
+        128 * MiB,
+        "Auto-compact target file size.",
+        minimum=1,
+    ),
+    Option(
+        "min_file_size",
+        "size",
+        PREFIX + "autoCompact.minFileSize",
+        None,
+        "Files smaller than this count as small.",
+        unset="max_file_size / 2",
+    ),
+    Option(
+        "min_num_files",
+        "count",
+        PREFIX + "autoCompact.minNumFiles",
+        50,
+        "Small files a partition needs before auto compaction runs.",
+    ),
+    Option(
+        "modified_partitions_only",
+        "flag",
+        PREFIX + "autoCompact.modifiedPartitionsOnly.enabled",
+        True,
+        "Consider only the partitions the triggering write touched.",
+        meta=False,
+    ),
+    Option(
+        "non_blind_append",
+        "flag",
+        PREFIX + "autoCompact.nonBlindAppend.enabled",
+        False,
+        "Skip writes that were blind appends (with modified_partitions_only).",
+        meta=False,
+    ),
+    Option(
+        "max_num_modified_partitions",
+        "count",
+        PREFIX + "autoCompact.maxNumModifiedPartitions",
+        128,
+        "At most this many partitions are compacted (those with most small files first).",
+        minimum=1,
+        meta=False,
+    ),
+)
+
+
+def resolve_values(
+    options: Sequence[Option], get_conf: ConfGetter | None, overrides: Mapping[str, Any] | None, *, what: str
+) -> dict[str, Any]:
+    """Per-call override > session conf > default for each option, every value parsed (by config field)."""
+    given = dict(overrides or {})
+    unknown = set(given) - {o.name for o in options}
+    if unknown:
+        raise InvalidConfigError(
+            f"Unknown {what} setting(s): {', '.join(sorted(unknown))}. "
+            f"Valid settings: {', '.join(o.name for o in options)}."
+        )
+    values: dict[str, Any] = {}
+    for option in options:
+        raw, key = given.get(option.name), option.name
+        if raw is None and get_conf is not None:
+            raw, key = get_conf(option.conf), option.conf
+        value = option.default if raw is None else option.parse(raw, key=key)
+        if option.targets:
+            spread = value if value is not None else (None,) * len(option.targets)
+            values.update(zip(option.targets, spread))
+        else:
+            values[option.name] = value
+    return values
+
+
+# ----------------------------------------------------------------------------- per-call values
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """Per-call overrides of the session's settings (None: take the session conf, then the default).
+
+    One field per entry of ``OPTIMIZE_OPTIONS``, in its order (a test keeps them equal).
+    """
+
+    min_file_size: int | str | None = None
+    max_file_size: int | str | None = None
+    max_threads: int | None = None
+    batch_size: int | str | None = None
+    max_deleted_rows_ratio: float | None = None
+    repartition_enabled: bool | None = None
+    max_commit_attempts: int | None = None
+    rewrite_engine: RewriteEngine | None = None
+    validate_commits: bool | None = None
+    max_duration: float | str | None = None
+    max_failed_bins: int | None = None
+    order: Order | None = None
+    commit_every: int | str | None = None
+    allow_external_paths: bool | None = None
+    row_group_copy_min_bytes: int | str | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The options that were set, by name (what ``OptimizeConfig.resolve`` takes)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+# ----------------------------------------------------------------------------- documentation
+def _table(options: Sequence[Option], *, cli_command: str) -> list[str]:
+    rows = [
+        "| setting (API keyword, dbt meta key) | CLI flag | Spark conf | default | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for o in options:
+        meaning = o.help + (f" One of {', '.join(f'`{c}`' for c in o.choices)}." if o.choices else "")
+        key = f"`{o.name}`" if o.meta else f"`{o.name}` (no meta key)"
+        rows.append(f"| {key} | `{cli_command} {o.flag}` | `{o.conf}` | {o.default_text()} | {meaning} |")
+    return rows
+
+
+def options_table_markdown() -> str:
+    """The settings tables (OPTIMIZE and purge; auto compaction) in Markdown, for the README and the docs."""
+    lines = [
+        "Each setting is resolved per call: the API keyword (or `OptimizeOptions` field, CLI flag, dbt",
+        "`meta.delta_optimize` key) wins over the Spark session's conf, which wins over the default.",
+        "Sizes take `128m`, `1g` or bytes (binary units); durations `25s`, `10m`, `1h`.",
+        f"`purge` takes every OPTIMIZE setting but {', '.join(f'`{k}`' for k in PURGE_FIXED)}, which it fixes to 0.",
+        "",
+        "**OPTIMIZE and purge**",
+        "",
+        *_table(OPTIMIZE_OPTIONS, cli_command="optimize"),
+        "",
+        "**Auto compaction** (in a model, `min_file_size` and `max_file_size` are these in `mode: auto`)",
+        "",
+        *_table(AUTO_COMPACT_OPTIONS, cli_command="auto-compact"),
+    ]
+    return "\n".join(lines) + "\n"
