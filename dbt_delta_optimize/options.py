@@ -30,6 +30,7 @@ __all__ = [
     "Option",
     "Order",
     "RewriteEngine",
+    "TaskRunner",
     "format_size",
     "options_table_markdown",
     "parse_bool",
@@ -49,6 +50,7 @@ MAX_SIZE = 2**63 - 1
 ConfGetter = Callable[[str], "str | None"]
 Order = Literal["files-desc", "bytes-desc", "partition", "oldest-first"]
 RewriteEngine = Literal["arrow", "spark"]
+TaskRunner = Literal["auto", "driver", "spark"]
 
 # ----------------------------------------------------------------------------- parsing
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": MiB, "mb": MiB, "g": GiB, "gb": GiB}
@@ -326,6 +328,15 @@ OPTIMIZE_OPTIONS: tuple[Option, ...] = (
         32 * MiB,
         "Input row groups at least this large are copied byte for byte instead of re-encoded; 0 turns the copy off.",
     ),
+    Option(
+        "task_runner",
+        "choice",
+        OURS + "taskRunner",
+        "auto",
+        "Where Arrow bins run: auto (the driver's threads on a local master, else one Spark job per batch), "
+        "driver, or spark.",
+        choices=get_args(TaskRunner),
+    ),
 )
 
 #: Options a purge fixes (REORG ... APPLY (PURGE) rewrites every file with deleted rows, whatever its size).
@@ -431,6 +442,7 @@ class OptimizeOptions:
     commit_every: int | str | None = None
     allow_external_paths: bool | None = None
     row_group_copy_min_bytes: int | str | None = None
+    task_runner: TaskRunner | None = None
 
     def overrides(self) -> dict[str, Any]:
         """The options that were set, by name (what ``OptimizeConfig.resolve`` takes)."""

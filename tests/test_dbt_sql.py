@@ -129,8 +129,14 @@ def test_a_refusal_is_the_servers_message_without_its_stack():
 
 
 def test_settings_sql_cannot_carry_are_named():
-    assert ignored_settings(ModelSettings(mode="optimize", zorder_by=("a",), min_file_size=5)) == []
-    assert ignored_settings(ModelSettings(curve="hilbert", max_duration=60.0)) == ["curve=hilbert", "max_duration=60.0"]
+    from dbt_delta_optimize.options import OptimizeOptions
+
+    assert (
+        ignored_settings(ModelSettings(mode="optimize", zorder_by=("a",), options=OptimizeOptions(min_file_size=5)))
+        == []
+    )
+    hilbert = ModelSettings(curve="hilbert", options=OptimizeOptions(max_duration=60.0))
+    assert ignored_settings(hilbert) == ["curve=hilbert", "max_duration=60.0"]
 
 
 def _adapter(method=None, kind="spark"):

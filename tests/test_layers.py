@@ -108,15 +108,9 @@ RANK = {
     "": 10,
 }
 
-#: KNOWN EXCEPTIONS, all in code the lead is rewriting (engine/, tasks/: issue 23's task messages).
-#: Remove an entry when its import is gone: the check fails on an entry that no longer matches, so this
-#: list can only shrink. (importing module, imported module or name) -> why it is still there.
-KNOWN_EXCEPTIONS = {
-    ("engine.python_tasks", ""): "imports the package root to ship it (its folder) to executors",
-    ("engine.store_io", "engine.rewrite._with_hidden_fields"): "task-side code split over two modules",
-    ("engine.store_io", "engine.rewrite._live_row_groups"): "task-side code split over two modules",
-    ("engine.store_io", "engine.rewrite._row_tracking_filler"): "task-side code split over two modules",
-}
+#: KNOWN EXCEPTIONS: none are left. An entry would be (importing module, imported module or name) -> why;
+#: the check fails on an entry that no longer matches, so this list can only shrink.
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _module(path: pathlib.Path) -> str:

@@ -523,11 +523,7 @@ def test_the_arrow_bins_of_a_batch_are_the_tasks_of_one_spark_job(spark, tmp_pat
     _four_partitions(p)
     before = rows_spark(spark, p)
     before_jobs = set(_our_jobs(spark))
-    spark.conf.set("spark.dbt_delta_optimize.taskRunner", "spark")  # on a local master the driver would run them
-    try:
-        m = optimize_checked(spark, p)
-    finally:
-        spark.conf.unset("spark.dbt_delta_optimize.taskRunner")
+    m = optimize_checked(spark, p, task_runner="spark")  # on a local master the driver would run them
     assert m.num_bins == 4 and m.num_files_removed == 12 and m.num_files_added == 4
     new = {j: v for j, v in _our_jobs(spark).items() if j not in before_jobs}
     assert len(new) == 1, new

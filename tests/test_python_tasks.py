@@ -73,16 +73,12 @@ def test_one_job_runs_a_batch_of_bins_and_every_outcome_is_typed(spark, tmp_path
     ]
     engine = SparkEngine(spark)
     events: queue.Queue = queue.Queue()
-    spark.conf.set("spark.dbt_delta_optimize.taskRunner", "spark")  # a local master would use the driver
-    try:
-        assert not engine.runs_tasks_in_driver
-        job = start_task_job(engine, tasks, "ddo-test-job", "test", events)
-        got = []
-        while not got or not isinstance(got[-1], JobEnded):
-            got.append(events.get(timeout=300))
-        job.join()
-    finally:
-        spark.conf.unset("spark.dbt_delta_optimize.taskRunner")
+    assert engine.runs_tasks_in_driver("auto") and not engine.runs_tasks_in_driver("spark")  # a local master
+    job = start_task_job(engine, tasks, "ddo-test-job", "test", events, task_runner="spark")
+    got = []
+    while not got or not isinstance(got[-1], JobEnded):
+        got.append(events.get(timeout=300))
+    job.join()
     outcomes = {o.bin_id: o for o in got[:-1]}
     assert got[-1].error is None and sorted(outcomes) == [0, 1, 2]  # each bin answered once
     assert isinstance(outcomes[0], Rewritten) and outcomes[0].rows == 4 and outcomes[0].worker.pid > 0

@@ -61,11 +61,13 @@ SQL_SETTINGS = frozenset(
 def ignored_settings(s: ModelSettings) -> list[str]:
     """``key=value`` of every setting that is set and cannot apply through SQL (Hilbert, a time budget, ...)."""
     defaults = ModelSettings()
-    return [
+    model = [
         f"{f.name}={getattr(s, f.name)}"
         for f in fields(ModelSettings)
-        if f.name not in SQL_SETTINGS and getattr(s, f.name) != getattr(defaults, f.name)
+        if f.name not in SQL_SETTINGS and f.name != "options" and getattr(s, f.name) != getattr(defaults, f.name)
     ]
+    optimize = [f"{k}={v}" for k, v in s.options.overrides().items() if k not in SQL_SETTINGS]
+    return model + optimize
 
 
 class SqlConnection:

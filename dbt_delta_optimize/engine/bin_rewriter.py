@@ -214,19 +214,9 @@ class BinRewriter:
             return False
         return self._arrow_reason is None
 
-    @cached_property
-    def copy_min_bytes(self) -> int:
-        """The row-group copy's threshold (``rowGroupCopyMinBytes``; 0 turns the copy off)."""
-        from ..plan.config import parse_size
-        from ..tasks.parquet_copy import DEFAULT_MIN_BYTES
-
-        key = "spark.dbt_delta_optimize.rowGroupCopyMinBytes"
-        raw = self.engine.conf(key)
-        return DEFAULT_MIN_BYTES if raw is None else parse_size(raw, key=key)
-
     def _copy_min_bytes(self, b: Bin) -> int:
         """The threshold for a bin, or 0 when no input is that large (its task then reads no footer twice)."""
-        threshold = self.copy_min_bytes
+        threshold = self.plan.config.row_group_copy_min_bytes
         return threshold if threshold > 0 and any(f.size >= threshold for f in b.files) else 0
 
     def tasks(self, bins: Sequence[Bin], deadline: float | None) -> list[BinTask]:

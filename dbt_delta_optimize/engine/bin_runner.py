@@ -143,7 +143,15 @@ class _Batch:
         tasks = r.rewriter.tasks(bins, deadline)
         self.arrow = {t.bin_id: (b, t) for b, t in zip(bins, tasks)}
         description = f"{r.rewriter.snapshot.location}<br/>Optimizing {len(bins)} bin(s) with Arrow"
-        self.job = start_task_job(r.engine, tasks, r.group, description, self.events, max_threads=r.max_threads)
+        self.job = start_task_job(
+            r.engine,
+            tasks,
+            r.group,
+            description,
+            self.events,
+            max_threads=r.max_threads,
+            task_runner=r.rewriter.plan.config.task_runner,
+        )
 
     def _start_spark(self) -> None:
         r = self.runner

@@ -46,9 +46,8 @@ def is_connect(spark: Any) -> bool:
 
 
 def _package_root() -> str:
-    import dbt_delta_optimize
-
-    return os.path.dirname(os.path.abspath(dbt_delta_optimize.__file__))
+    """The package's folder (this module is ``<package>/engine/python_tasks.py``)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def package_zip(directory: str | None = None) -> str:

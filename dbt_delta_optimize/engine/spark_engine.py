@@ -28,13 +28,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HUGE_METHOD_KEY", "LISTING_THRESHOLD_KEY", "TASK_RUNNER_KEY", "SparkEngine", "spark_error_summary"]
+__all__ = ["HUGE_METHOD_KEY", "LISTING_THRESHOLD_KEY", "SparkEngine", "spark_error_summary"]
 
 #: The JVM does not JIT-compile methods over 8000 bytes of bytecode; Spark's default limit for a
 #: whole-stage-codegen method is 65535, so a large generated stage runs in the bytecode interpreter.
 HUGE_METHOD_KEY = "spark.sql.codegen.hugeMethodLimit"
-#: Where bin tasks run: auto (the driver's threads on a local master, else Spark tasks), driver, spark.
-TASK_RUNNER_KEY = "spark.dbt_delta_optimize.taskRunner"
 #: Above this many input paths Spark lists files with a distributed job (32 by default).
 LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
@@ -67,17 +65,11 @@ class SparkEngine:
     def parquet_codec(self) -> str:
         return (self.conf("spark.sql.parquet.compression.codec") or "snappy").lower()
 
-    @property
-    def runs_tasks_in_driver(self) -> bool:
-        """Whether bin tasks run in the driver's threads: ``taskRunner`` auto (a classic session with a local
+    def runs_tasks_in_driver(self, task_runner: str) -> bool:
+        """Whether bin tasks run in the driver's threads: ``task_runner`` auto (a classic session with a local
         master, whose executors are this machine's cores), ``driver`` or ``spark``."""
-        value = (self.conf(TASK_RUNNER_KEY) or "auto").strip().lower()
-        if value not in ("auto", "driver", "spark"):
-            from ..errors import InvalidConfigError
-
-            raise InvalidConfigError(f"{TASK_RUNNER_KEY} must be auto, driver or spark, got {value!r}.")
-        if value != "auto":
-            return value == "driver"
+        if task_runner != "auto":
+            return task_runner == "driver"
         return not self.connect and str(self.spark.sparkContext.master).startswith("local")
 
     @property

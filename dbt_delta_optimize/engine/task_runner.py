@@ -15,8 +15,8 @@ import this package answers with a typed fallback instead of failing the job.
 
 On a local master (``SparkEngine.runs_tasks_in_driver``) the executors are this machine's cores, so
 the driver's own threads run the bins instead: the same task body, the same outcomes, without a
-Python worker to start or a task to serialize. ``spark.dbt_delta_optimize.taskRunner=spark`` keeps
-them on Spark.
+Python worker to start or a task to serialize. The ``task_runner`` setting (``spark``) keeps them on
+Spark.
 """
 
 from __future__ import annotations
@@ -61,12 +61,20 @@ class TaskJob:
     """A running job: its outcomes and its end arrive on ``events`` (a queue shared with the caller)."""
 
     def __init__(
-        self, engine: SparkEngine, tasks: Sequence[BinTask], group: str, description: str, events: Any, max_threads: int
+        self,
+        engine: SparkEngine,
+        tasks: Sequence[BinTask],
+        group: str,
+        description: str,
+        events: Any,
+        *,
+        max_threads: int,
+        in_driver: bool,
     ):
         self.engine = engine
         self.max_threads = max_threads
         self.tasks = list(tasks)
-        self.in_driver = engine.runs_tasks_in_driver
+        self.in_driver = in_driver
         self.texts = [] if self.in_driver else [encode(t) for t in tasks]
         self._stop = threading.Event()
         self.group = group
@@ -195,12 +203,16 @@ def start_task_job(
     events: Any,
     *,
     max_threads: int = 1 << 30,
+    task_runner: str = "auto",
 ) -> TaskJob:
     """Start one job running ``tasks``; every outcome, then one ``JobEnded``, is put on ``events``.
 
-    ``max_threads`` (delta-spark's ``optimize.maxThreads``) caps the bins the driver runs at once; a
-    Spark job runs as many as the cluster has task slots.
+    ``task_runner``: auto, driver or spark (``SparkEngine.runs_tasks_in_driver``). ``max_threads``
+    (delta-spark's ``optimize.maxThreads``) caps the bins the driver runs at once; a Spark job runs as
+    many as the cluster has task slots.
     """
-    if not engine.runs_tasks_in_driver:
+    in_driver = engine.runs_tasks_in_driver(task_runner)
+    if not in_driver:
         engine.prepare_python_tasks()
-    return TaskJob(engine, tasks, group, description, events, max_threads).start()
+    job = TaskJob(engine, tasks, group, description, events, max_threads=max_threads, in_driver=in_driver)
+    return job.start()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 from ..delta.snapshot import Snapshot
 from ..errors import InvalidArgumentError
-from ..options import OptimizeOptions, Order, RewriteEngine
+from ..options import OptimizeOptions, Order, RewriteEngine, TaskRunner
 from ..plan.builder import build_plan
 from ..plan.config import OptimizeConfig
 from ..plan.curve import clustering_spec
@@ -109,6 +109,7 @@ def optimize(
     commit_every: int | str | None = ...,
     allow_external_paths: bool | None = ...,
     row_group_copy_min_bytes: int | str | None = ...,
+    task_runner: TaskRunner | None = ...,
 ) -> OptimizeMetrics: ...
 
 
@@ -140,6 +141,7 @@ def optimize(
     commit_every: int | str | None = ...,
     allow_external_paths: bool | None = ...,
     row_group_copy_min_bytes: int | str | None = ...,
+    task_runner: TaskRunner | None = ...,
 ) -> OptimizePlan: ...
 
 
@@ -171,6 +173,7 @@ def optimize(
     commit_every: int | str | None = None,
     allow_external_paths: bool | None = None,
     row_group_copy_min_bytes: int | str | None = None,
+    task_runner: TaskRunner | None = None,
 ) -> OptimizeMetrics | OptimizePlan:
     """OPTIMIZE a Delta table (path or catalog name) like delta-spark, committed by our writer.
 
@@ -186,7 +189,7 @@ def optimize(
         storage_options: object-store settings under deltalake's keys (``AWS_ENDPOINT_URL``,
             ``AZURE_STORAGE_ACCOUNT_NAME`` ...); the cloud's environment variables fill in the rest.
         options: per-call settings as one value; the keyword settings below override its fields.
-        min_file_size ... row_group_copy_min_bytes: per-call settings over the session conf, each
+        min_file_size ... task_runner: per-call settings over the session conf, each
             declared once in ``dbt_delta_optimize.options`` (README: "Settings").
 
     Returns:
@@ -232,6 +235,7 @@ def plan_optimize(
     commit_every: int | str | None = None,
     allow_external_paths: bool | None = None,
     row_group_copy_min_bytes: int | str | None = None,
+    task_runner: TaskRunner | None = None,
 ) -> OptimizePlan:
     """What ``optimize`` would do, decided from the log alone; nothing is written.
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, overload
 
 from ..delta.snapshot import Snapshot
-from ..options import OptimizeOptions, Order, RewriteEngine
+from ..options import OptimizeOptions, Order, RewriteEngine, TaskRunner
 from ..plan.builder import build_plan
 from ..plan.config import OptimizeConfig
 from ..plan.operation import Purge
@@ -67,6 +67,7 @@ def purge(
     commit_every: int | str | None = ...,
     allow_external_paths: bool | None = ...,
     row_group_copy_min_bytes: int | str | None = ...,
+    task_runner: TaskRunner | None = ...,
 ) -> OptimizeMetrics: ...
 
 
@@ -93,6 +94,7 @@ def purge(
     commit_every: int | str | None = ...,
     allow_external_paths: bool | None = ...,
     row_group_copy_min_bytes: int | str | None = ...,
+    task_runner: TaskRunner | None = ...,
 ) -> OptimizePlan: ...
 
 
@@ -119,6 +121,7 @@ def purge(
     commit_every: int | str | None = None,
     allow_external_paths: bool | None = None,
     row_group_copy_min_bytes: int | str | None = None,
+    task_runner: TaskRunner | None = None,
 ) -> OptimizeMetrics | OptimizePlan:
     """Rewrite every file with deleted rows (REORG TABLE ... APPLY (PURGE)); the new files carry no DV.
 
@@ -128,7 +131,7 @@ def purge(
         where: partition predicate(s), as for ``optimize``.
         dry_run: return the plan (the files to rewrite) instead; nothing is written.
         storage_options, options: as for ``optimize``.
-        max_file_size ... row_group_copy_min_bytes: as for ``optimize``; a purge fixes ``min_file_size``
+        max_file_size ... task_runner: as for ``optimize``; a purge fixes ``min_file_size``
             and ``max_deleted_rows_ratio`` to 0 (``options.PURGE_FIXED``).
 
     Returns:

@@ -67,6 +67,7 @@ class OptimizeConfig:
     commit_every_seconds: float | None = None
     allow_external_paths: bool = _DEFAULT["allow_external_paths"]
     row_group_copy_min_bytes: int = _DEFAULT["row_group_copy_min_bytes"]
+    task_runner: str = _DEFAULT["task_runner"]
 
     @classmethod
     def resolve(cls, get_conf: ConfGetter | None = None, overrides: Mapping[str, Any] | None = None) -> OptimizeConfig:
