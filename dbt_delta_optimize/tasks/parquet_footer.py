@@ -29,6 +29,7 @@ __all__ = [
     "footer_of_bytes",
     "leaf_paths",
     "pyarrow_metadata",
+    "read_exactly",
     "read_footer",
     "schema_difference",
     "thrift",
@@ -131,7 +132,7 @@ def read_footer(fh: BinaryIO, path: str, size: int | None = None) -> Footer:
     want = min(size, _TAIL)
     for _ in range(2):
         fh.seek(size - want)
-        tail = _read_exactly(fh, want, path)
+        tail = read_exactly(fh, want, path)
         parsed = _parse(path, size, tail)
         if isinstance(parsed, Footer):
             return parsed
@@ -147,7 +148,8 @@ def footer_of_bytes(data: bytes | memoryview, path: str = "<buffer>") -> Footer:
     return _parse(path, len(data), bytes(data))  # type: ignore[return-value]
 
 
-def _read_exactly(fh: BinaryIO, n: int, path: str) -> bytes:
+def read_exactly(fh: BinaryIO, n: int, path: str) -> bytes:
+    """Exactly ``n`` bytes from where ``fh`` is (a short file is a DataFileError, never short data)."""
     parts = []
     left = n
     while left:

@@ -24,6 +24,7 @@ from .parquet_footer import (
     footer_of_bytes,
     is_int96,
     leaf_paths,
+    read_exactly,
     schema_difference,
     thrift,
 )
@@ -47,17 +48,7 @@ def rg_bytes(rg: Any) -> int:
 def read_range(fh: BinaryIO, start: int, length: int, path: str) -> bytes:
     """Exactly ``length`` bytes from ``start`` (a short file is a DataFileError, never a short copy)."""
     fh.seek(start)
-    parts = []
-    left = length
-    while left:
-        data = fh.read(left)
-        if not data:
-            from ..errors import DataFileError
-
-            raise DataFileError(f"{path} ended {left} bytes early while copying it", path=path, reason="truncated")
-        parts.append(data)
-        left -= len(data)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return read_exactly(fh, length, path)
 
 
 def blocks(fh: BinaryIO, start: int, end: int, path: str, pool: ThreadPoolExecutor) -> Iterator[bytes]:
