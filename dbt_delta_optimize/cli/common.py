@@ -1,10 +1,11 @@
-"""What every CLI command shares: one error boundary, logging, sizes, and where a table is.
+"""What every CLI command shares: one error boundary, logging, sizes, where a table is, and how the process ends.
 
 The boundary is built into the command class: every command of the group runs through
 ``run``, and the group turns click's own usage errors into the same one line. An error is one
-``error: ...`` line on stderr and exit 2 (bad input) or 1 (anything else), decided by
-``errors.exit_code``. Without ``--debug`` no traceback, Java stack or library text beyond the
-first line of a message is printed; with it, the whole cause chain comes first.
+``error: ...`` line on stderr and the exit code of its kind (``errors.exit_code``): 3 retryable
+(store or server unreachable), 2 bad input or unsupported table, 1 any other failure. Without
+``--debug`` no traceback, Java stack or library text beyond the first line of a message is printed;
+with it, the whole cause chain comes first. The console script ends through ``exit_process``.
 """
 
 from __future__ import annotations
@@ -22,16 +23,25 @@ import click
 from ..errors import DeltaOptimizeError, InvalidArgumentError, exit_code
 
 __all__ = [
+    "EXIT_CODES_HELP",
     "BoundaryCommand",
     "BoundaryGroup",
     "CliState",
     "configure_logging",
+    "exit_process",
     "location",
     "one_line",
     "run",
     "size_option",
     "use_remote",
 ]
+
+#: The exit codes, as ``--help`` states them (``errors.exit_code`` decides them).
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done, or nothing to do; 1 partial failure (some bins failed, the rest committed), a lost "
+    "conflict or another failure; 2 bad input or an unsupported table (will not succeed as is); 3 retryable: "
+    "the object store or the Spark Connect server could not be reached, throttled or timed out."
+)
 
 #: The loggers the CLI configures: ours, and the chatty ones of the Spark client.
 _OUR_LOGGER = "dbt_delta_optimize"
@@ -65,7 +75,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def run(fn: Callable[[], Any]) -> Any:
-    """Run fn; an error becomes one ``error:`` line on stderr and exit 2 (bad input) or 1.
+    """Run fn; an error becomes one ``error:`` line on stderr and the exit code of its kind (3, 2 or 1).
 
     Unexpected exceptions name their type and the first line of their message (a Java stack
     or a library's multi-line text stops there); ``--debug`` prints the whole cause chain first.
@@ -93,7 +103,11 @@ def run(fn: Callable[[], Any]) -> Any:
 
 
 class BoundaryCommand(click.Command):
-    """A command whose callback runs inside the error boundary (``run``)."""
+    """A command whose callback runs inside the error boundary (``run``); its --help ends with the exit codes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        super().__init__(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
         return run(lambda: super(BoundaryCommand, self).invoke(ctx))
@@ -124,6 +138,34 @@ class BoundaryGroup(click.Group):
         except click.Abort:
             _fail("aborted", 1)
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the CLI's process with ``code``: output flushed, then ``os._exit``, skipping the interpreter's teardown.
+
+    Everything this package starts (threads, Spark jobs, readers) is joined before a command returns. What
+    can still run are native pools of libraries (Arrow's I/O threads, grpc's for Spark Connect); one that
+    calls back into Python while the interpreter tears down aborts the process (SIGABRT, "terminate called
+    without an active exception": apache/arrow#34314, delta-io/delta-rs#2184), turning a correct exit code
+    into 134. Only the console entry point ends this way; the API, running in its caller's process, never does.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`... | head`) or a closed stream: nothing left to say
+            pass
+    os._exit(code)
+
+
+def status_of(exc: SystemExit) -> int:
+    """The exit status a SystemExit asks for, as the interpreter would compute it (a message is printed, 1)."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    click.echo(str(exc.code), err=True)
+    return 1
 
 
 class _DropTracebacks(logging.Filter):

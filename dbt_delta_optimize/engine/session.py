@@ -168,7 +168,8 @@ def connect_session(url: str) -> SparkSession:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkConnectError(
             f"cannot reach the Spark Connect server at {url}: {first}. "
-            "Check the address (--remote / SPARK_REMOTE) and that the server runs."
+            "Check the address (--remote / SPARK_REMOTE) and that the server runs.",
+            retryable=True,
         ) from exc
     return session
 
@@ -189,7 +190,8 @@ def _check_reachable(url: str, timeout: float = 10.0) -> None:
     except OSError as exc:
         raise SparkConnectError(
             f"cannot reach the Spark Connect server at {url}: {exc.strerror or exc}. "
-            "Check the address (--remote / SPARK_REMOTE) and that the server runs."
+            "Check the address (--remote / SPARK_REMOTE) and that the server runs.",
+            retryable=True,
         ) from exc
 
 
