@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from .delta.snapshot import Snapshot, load_snapshot
+from .delta.snapshot import Snapshot, check_external_paths, load_snapshot
 from .delta.storage import storage_for, table_uri
 from .engine.executor import OptimizeExecutor, ProgressCallback
 from .errors import DeltaOptimizeError, InvalidArgumentError
@@ -91,10 +91,14 @@ class _Request:
     full: bool
     options: OptimizeOptions
     storage_options: Mapping[str, str] | None = None
+    allow_external_paths: bool = False
 
     def snapshot(self, location: str) -> Snapshot:
-        """The table's snapshot through its storage (an object store gets ``storage_options``)."""
-        return load_snapshot(location, storage=storage_for(table_uri(location), self.storage_options))
+        """The table's snapshot through its storage (an object store gets ``storage_options``); a live file
+        outside the table root is refused here, before any data is read, unless external paths are allowed."""
+        snapshot = load_snapshot(location, storage=storage_for(table_uri(location), self.storage_options))
+        check_external_paths(snapshot, allow=self.allow_external_paths)
+        return snapshot
 
 
 def _plan(snapshot: Snapshot, request: _Request, get_conf: ConfGetter, *, time_zone: str) -> OptimizePlan:
@@ -170,6 +174,7 @@ def optimize(
     dry_run: Literal[False] = ...,
     progress: ProgressCallback | None = ...,
     storage_options: Mapping[str, str] | None = ...,
+    allow_external_paths: bool = ...,
     options: OptimizeOptions | None = ...,
     min_file_size: int | str | None = ...,
     max_file_size: int | str | None = ...,
@@ -199,6 +204,7 @@ def optimize(
     dry_run: Literal[True],
     progress: ProgressCallback | None = ...,
     storage_options: Mapping[str, str] | None = ...,
+    allow_external_paths: bool = ...,
     options: OptimizeOptions | None = ...,
     min_file_size: int | str | None = ...,
     max_file_size: int | str | None = ...,
@@ -227,6 +233,7 @@ def optimize(
     dry_run: bool = False,
     progress: ProgressCallback | None = None,
     storage_options: Mapping[str, str] | None = None,
+    allow_external_paths: bool = False,
     options: OptimizeOptions | None = None,
     min_file_size: int | str | None = None,
     max_file_size: int | str | None = None,
@@ -254,6 +261,8 @@ def optimize(
         dry_run: return the OptimizePlan instead (same as ``plan_optimize``); nothing is written.
         storage_options: object-store settings under deltalake's keys (``AWS_ENDPOINT_URL``,
             ``AZURE_STORAGE_ACCOUNT_NAME`` ...); the cloud's environment variables fill in the rest.
+        allow_external_paths: read live files outside the table root (a shallow clone's); by default
+            such a table is refused before any data is read. Even then only files in the table's store.
         options: per-call settings as one value; the keyword settings below override its fields.
         min_file_size, max_file_size, max_threads, batch_size, max_deleted_rows_ratio,
             repartition_enabled, max_commit_attempts, rewrite_engine, validate_commits: per-call
@@ -274,7 +283,7 @@ def optimize(
     started = time.monotonic()  # a time budget counts from here
     where_list, columns = _check_args(table, where, zorder_by, curve)
     opts = _options(options, dict(locals_settings(locals())))
-    request = _Request(table, where_list, columns, curve, full, opts, storage_options)
+    request = _Request(table, where_list, columns, curve, full, opts, storage_options, allow_external_paths)
     if dry_run:
         return _plan_request(spark, request)
     from .engine.session import get_spark
@@ -316,6 +325,7 @@ def plan_optimize(
     curve: Curve = "zorder",
     full: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    allow_external_paths: bool = False,
     options: OptimizeOptions | None = None,
     min_file_size: int | str | None = None,
     max_file_size: int | str | None = None,
@@ -338,7 +348,8 @@ def plan_optimize(
     """
     where_list, columns = _check_args(table, where, zorder_by, curve)
     opts = _options(options, locals_settings(locals()))
-    return _plan_request(spark, _Request(table, where_list, columns, curve, full, opts, storage_options))
+    request = _Request(table, where_list, columns, curve, full, opts, storage_options, allow_external_paths)
+    return _plan_request(spark, request)
 
 
 # ----------------------------------------------------------------------------- auto compaction

@@ -179,7 +179,7 @@ class AutoCompactRun:
     # ------------------------------------------------------------------ compacting
     def _compact(self, chosen_paths: set[str] | None) -> OptimizeMetrics:
         """Compact the chosen partitions (None: all) with the auto-compact sizes, as OPTIMIZE auto=true."""
-        from .delta.snapshot import load_snapshot
+        from .delta.snapshot import check_external_paths, load_snapshot
         from .engine.executor import OptimizeExecutor
         from .engine.session import get_spark
         from .engine.spark_engine import SparkEngine
@@ -189,6 +189,7 @@ class AutoCompactRun:
 
         engine = SparkEngine(get_spark(self.spark))
         snapshot = load_snapshot(self.location, storage=self.storage)
+        check_external_paths(snapshot)  # before any data file is read (auto compaction never reads outside the root)
         raw_keys: set[RawKey] | None = None if chosen_paths is None else partitions_of(snapshot, chosen_paths)
         sizes = {"min_file_size": self.config.small_file_threshold, "max_file_size": self.config.max_file_size}
         config = OptimizeConfig.resolve(engine.conf_getter, sizes)

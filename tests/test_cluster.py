@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from tests.helpers import deltalake_table
 from tests.servers import EXECUTOR_PYTHON, ROOT, delta_confs, spark_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -48,7 +49,7 @@ def small_files_table(path: str, appends: int = 5) -> None:
 
 
 def rows(path: str) -> list[tuple]:
-    t = DeltaTable(path).to_pyarrow_table()
+    t = deltalake_table(path)
     return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "x", "y", "p"))))
 
 

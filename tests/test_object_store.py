@@ -23,6 +23,7 @@ from dbt_delta_optimize.cli.main import cli
 from dbt_delta_optimize.delta.object_store import redact, store_options
 from dbt_delta_optimize.delta.storage import storage_for
 from dbt_delta_optimize.errors import InvalidArgumentError
+from tests.helpers import deltalake_table
 
 SECRET = "testing-secret-value"
 
@@ -60,7 +61,7 @@ def _table(url: str, batches: int = 3) -> list[tuple]:
 
 
 def _rows(url: str) -> list[tuple]:
-    t = DeltaTable(url).to_pyarrow_table()
+    t = deltalake_table(url)
     return sorted(zip(t.column("id").to_pylist(), t.column("x").to_pylist(), t.column("part").to_pylist()))
 
 

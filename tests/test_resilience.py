@@ -24,7 +24,7 @@ from dbt_delta_optimize.errors import InvalidConfigError
 from dbt_delta_optimize.plan.config import OptimizeConfig, parse_duration
 from dbt_delta_optimize.plan.ordering import order_bins
 from dbt_delta_optimize.plan.planner import Bin
-from tests.helpers import assert_same_rows, data_files, log_versions, rows_deltars, rows_spark
+from tests.helpers import assert_same_rows, data_files, deltalake_table, log_versions, rows_deltars, rows_spark
 
 
 def _table(path: str, partitions: int, files: int = 2) -> None:
@@ -144,7 +144,7 @@ def _live(p: str) -> set[str]:
 
 def _rows_without(spark, p: str, part: int) -> tuple[list[tuple], list[tuple]]:
     """Rows outside one partition, read by both engines with partition pruning (its file is unreadable)."""
-    t = DeltaTable(p).to_pyarrow_table(partitions=[("part", "!=", str(part))])
+    t = deltalake_table(p, columns=["id", "part"], file_pruning_predicate=f"part != {part}")
     rs = sorted(zip(t.column("id").to_pylist(), t.column("part").to_pylist()))
     sp = sorted((r["id"], r["part"]) for r in spark.read.format("delta").load(p).where(f"part != {part}").collect())
     return rs, sp

@@ -34,6 +34,7 @@ from tests.helpers import (
     _norm,
     assert_same_rows,
     data_files,
+    deltalake_table,
     log_snapshot,
     log_versions,
     rows_deltars,
@@ -57,7 +58,7 @@ MDC = "spark.databricks.io.skipping.mdc."
 # --------------------------------------------------------------------------- helpers
 def rows_rs(path: str) -> list[tuple]:
     """Rows as delta-rs reads them (columns sorted by name); handles structs and dotted names."""
-    t = DeltaTable(path).to_pyarrow_table()
+    t = deltalake_table(path)
     cols = sorted(t.column_names)
     return sorted((tuple(_norm(r[c]) for c in cols) for r in t.select(cols).to_pylist()), key=_key)
 

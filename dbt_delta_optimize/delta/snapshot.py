@@ -21,11 +21,12 @@ from . import log as _log
 from .actions import AddFile, DomainMetadata, Metadata, Protocol
 from .column_mapping import mapping_mode, physical_fields, physical_partition_columns
 from .file_table import FileTable, FileView, LogAdds, match_live, read_log_adds
-from .paths import check_log_path, data_file_location
+from .paths import check_external_path, check_log_path, data_file_location
 from .storage import LocalStorage, Storage, join, storage_for, table_uri
 
 __all__ = [
     "Snapshot",
+    "check_external_paths",
     "file_counts",
     "latest_version",
     "load_snapshot",
@@ -255,6 +256,30 @@ def _check_paths(table: FileTable, root: str) -> None:
     versions = table.versions
     for i in pc.indices_nonzero(suspicious).to_pylist():
         check_log_path(paths[i].as_py(), version=versions[i].as_py(), table=root)
+
+
+def check_external_paths(snapshot: Snapshot, *, allow: bool = False) -> None:
+    """Refuse a snapshot whose live files include one outside the table root (``paths.check_external_path``).
+
+    Called right after the snapshot is loaded, before any data file is read. Only absolute paths are
+    looked at (a relative one was checked on load), so a million relative paths cost one Arrow scan.
+    """
+    table = snapshot.file_table
+    if table is None:
+        for f in snapshot.files:
+            check_external_path(f.path, root=snapshot.location, allow=allow)
+        return
+    import pyarrow.compute as pc
+
+    paths = table.column("path")
+    absolute = pc.or_(
+        pc.match_substring(paths, ":"), pc.starts_with(paths, "/")
+    )  # a URI or file: path, or a POSIX path
+    if not len(paths) or not pc.any(absolute).as_py():
+        return
+    versions = table.versions
+    for i in pc.indices_nonzero(absolute).to_pylist():
+        check_external_path(paths[i].as_py(), root=snapshot.location, version=versions[i].as_py(), allow=allow)
 
 
 def _live_files(
