@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     # deltalake's own (DataFusion) scan: to_pyarrow_table() reads through a Python filesystem on Arrow's I/O
     # threads, which abort the process at exit now and then (delta-io/delta-rs#2184, apache/arrow#34314).
-    rows = dt.scan(columns=["batch"]).read_all().num_rows
+    import pyarrow as pa
+
+    rows = pa.RecordBatchReader.from_stream(dt.scan(columns=["batch"])).read_all().num_rows
     print(f"\nevents_incremental: {rows} rows (3 runs x 60), {len(dt.file_uris())} files, history newest first: {ops}")
     ok = rows == 180
     print("demo OK" if ok else "demo FAILED: unexpected row count")

@@ -162,7 +162,11 @@ class BinRewriter:
 
             write_store_files(df, staging, self._store, self.engine.parquet_codec, self._written_fields)
             return
-        df.write.option("maxRecordsPerFile", 0).mode("error").parquet(staging)  # "error": Connect knows no alias
+        from ..delta.physical_layout import spark_write_options
+
+        layout = spark_write_options(self.snapshot.data_fields, self.snapshot.configuration)  # variant unshredded
+        writer = df.write.option("maxRecordsPerFile", 0).options(**layout)
+        writer.mode("error").parquet(staging)  # "error": Connect knows no alias
 
     def _arrow(self, b: Bin) -> tuple[AddFile, ...] | None:
         """One Spark task streams the bin through Arrow into its final place; None means use Spark instead."""

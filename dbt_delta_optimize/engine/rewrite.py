@@ -45,6 +45,10 @@ def _arrow_type(t: Any) -> Any:
         }
         if t in simple:
             return simple[t]
+        if t == "variant":  # the unshredded struct the table's writer used (delta/physical_layout.py)
+            from ..delta.physical_layout import variant_arrow_type
+
+            return variant_arrow_type()
         if t.startswith("decimal("):
             p, s = t[len("decimal(") : -1].split(",")
             return pa.decimal128(int(p), int(s))
