@@ -17,7 +17,7 @@ Pure: no I/O, no Spark.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -103,7 +103,7 @@ def _primitive_reads(t: str, a: Any) -> bool:
 
     if t in _INT_BITS:
         return bool(pt.is_integer(a)) and a.bit_width <= _INT_BITS[t]
-    checks = {
+    checks: dict[str, Callable[[], bool]] = {
         "float": lambda: pt.is_floating(a) and a.bit_width <= 32,
         "double": lambda: pt.is_floating(a) or pt.is_integer(a),
         "string": lambda: _textual(a),
