@@ -112,6 +112,7 @@ def incremental(rows: list[dict], batches: int) -> list[dict]:
     return [{**r, "id": r["id"] + b * 1000, "batch": b} for b in range(batches) for r in rows]
 
 
+@pytest.mark.timeout(1800)  # many dbt invocations, each starting its own Spark; slower on a loaded machine
 def test_dbt_package_end_to_end(env, spark):
     dbt(env, "deps")
     dbt(env, "seed")
