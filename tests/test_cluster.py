@@ -213,7 +213,7 @@ def test_cli_remote(connect_server, tmp_path):
     )
     assert proc.returncode == 0, brief(proc.stderr)
     assert json.loads(proc.stdout)["numFilesAdded"] == 4 and rows(path) == before
-    # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 2.
+    # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 3 (retry later).
     proc = subprocess.run(
         [cli, "optimize", path, "--json"],
         env=_client_env(SPARK_REMOTE="sc://127.0.0.1:9"),
@@ -221,7 +221,7 @@ def test_cli_remote(connect_server, tmp_path):
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 2 and proc.stderr.startswith("error: cannot reach the Spark Connect server"), proc.stderr
+    assert proc.returncode == 3 and proc.stderr.startswith("error: cannot reach the Spark Connect server"), proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
