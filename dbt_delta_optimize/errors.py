@@ -2,12 +2,21 @@
 
 Every message says what is wrong and what to do about it, because the reader is
 often a dbt user looking at a log line, not at our source.
+
+A scheduler acts on the kind of an error, so each kind has one exit code (``exit_code``):
+0 done or nothing to do; 1 a failure (bins failed while the rest committed, a lost conflict, an
+unreadable data file); 2 bad input or an unsupported table, which will never succeed as is;
+3 retryable: the store or the Spark Connect server could not be reached, throttled, or timed out.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "BAD_INPUT_ERRORS",
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_RETRYABLE",
     "CommitConflictError",
     "CommitFailedError",
     "ConcurrentDeleteDeleteError",
@@ -22,6 +31,7 @@ __all__ = [
     "NotADeltaTableError",
     "ProtocolChangedError",
     "SparkConnectError",
+    "StorageAccessError",
     "TableNotFoundError",
     "UnsafePathError",
     "UnsupportedFeatureError",
@@ -30,8 +40,18 @@ __all__ = [
 ]
 
 
+#: Process exit codes by kind of outcome (the CLI's, documented in its --help and the README).
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_RETRYABLE = 3
+
+
 class DeltaOptimizeError(Exception):
     """Base class of every error this package raises deliberately."""
+
+    #: Running again later, unchanged, may succeed (an unreachable or throttling store or server).
+    retryable: bool = False
 
 
 class InvalidArgumentError(DeltaOptimizeError, ValueError):
@@ -46,12 +66,22 @@ class InvalidPredicateError(InvalidArgumentError):
     """A WHERE predicate does not parse, or references something it may not."""
 
 
-class StorageAccessError(InvalidArgumentError):
-    """An object store refused or could not be reached: credentials, endpoint, network, or a missing capability."""
+class StorageAccessError(DeltaOptimizeError, OSError):
+    """An object store could not be used: unreachable, throttling or timing out (``retryable``), or refusing
+    the request for good (credentials, permissions, a missing capability such as put-if-absent)."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
-class SparkConnectError(InvalidArgumentError):
-    """A Spark Connect server (``sc://``) could not be used: a bad address, no server there, or no client packages."""
+class SparkConnectError(DeltaOptimizeError, OSError):
+    """A Spark Connect server (``sc://``) could not be used: no server answering there (``retryable``),
+    or for good: a malformed address, or no client packages installed."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class TableNotFoundError(DeltaOptimizeError):
@@ -131,15 +161,27 @@ class ValidationError(DeltaOptimizeError):
     """A planned or landed commit failed validation (a bug guard: nothing unsafe is written)."""
 
 
-#: Errors that mean "fix your input" (exit 2); any other error is a failure (exit 1).
+#: Errors that mean "fix your input" (exit 2), unless retryable; a lost conflict or other failure is exit 1.
 BAD_INPUT_ERRORS: tuple[type[DeltaOptimizeError], ...] = (
     InvalidArgumentError,
     TableNotFoundError,
     UnsupportedFeatureError,
     CorruptLogError,
+    StorageAccessError,
+    SparkConnectError,
 )
 
 
 def exit_code(exc: BaseException) -> int:
-    """The process exit code for an error: 2 for bad input, 1 for anything else."""
-    return 2 if isinstance(exc, BAD_INPUT_ERRORS) else 1
+    """The process exit code for an error: 3 retryable, 2 bad input or unsupported table, 1 anything else.
+
+    Besides our own errors, the builtin ``TimeoutError`` and ``ConnectionError`` (a library's network
+    failure that reached us untranslated) count as retryable.
+    """
+    if isinstance(exc, DeltaOptimizeError):
+        if exc.retryable:
+            return EXIT_RETRYABLE
+        return EXIT_BAD_INPUT if isinstance(exc, BAD_INPUT_ERRORS) else EXIT_FAILED
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return EXIT_RETRYABLE
+    return EXIT_FAILED

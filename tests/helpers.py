@@ -32,10 +32,44 @@ def rows_spark(spark, path: str, columns: list[str] | None = None) -> list[tuple
     return sorted((tuple(_norm(r[c]) for c in cols) for r in df.select(*cols).collect()), key=_key)
 
 
-def rows_deltars(path: str, columns: list[str] | None = None) -> list[tuple]:
-    from deltalake import DeltaTable
+def deltalake_table(
+    path: str,
+    *,
+    version: int | None = None,
+    storage_options: dict[str, str] | None = None,
+    columns: list[str] | None = None,
+    file_pruning_predicate: str | None = None,
+) -> Any:
+    """The table as deltalake reads it, as a pyarrow Table, through a path that never aborts the process at exit.
 
-    t = DeltaTable(path).to_pyarrow_table()
+    ``DeltaTable.to_pyarrow_table()`` scans through a Python filesystem (``DeltaStorageHandler``): Arrow's
+    I/O threads hold Python buffers after the scan returns and abort the interpreter's teardown now and then
+    (delta-io/delta-rs#2184, apache/arrow#34314). So a local table is read by the same pyarrow dataset
+    (deltalake's fragments, schema and casts: what pandas and polars read) over pyarrow's native local
+    filesystem, single-threaded; a table that dataset refuses (deletion vectors, column mapping, V2
+    checkpoints ...) or one on an object store is read by deltalake's own DataFusion scan (Rust threads only). ``file_pruning_predicate``
+    (deltalake's SQL syntax, on partition columns) leaves whole files out, unread.
+    """
+    import pyarrow.fs as pafs
+    from deltalake import DeltaTable
+    from deltalake.table import SUPPORTED_READER_FEATURES  # what its pyarrow dataset reads
+
+    dt = DeltaTable(path, version=version, storage_options=storage_options)
+    local = "://" not in path or path.startswith("file:")
+    if local and set(dt.protocol().reader_features or ()) <= SUPPORTED_READER_FEATURES:
+        root = path.removeprefix("file://") if path.startswith("file://") else path
+        filesystem = pafs.SubTreeFileSystem(os.path.abspath(root), pafs.LocalFileSystem())
+        dataset = dt.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=file_pruning_predicate)
+        table = dataset.to_table(columns=columns, use_threads=False)
+        del dataset
+        return table
+    import pyarrow as pa
+
+    return pa.RecordBatchReader.from_stream(dt.scan(columns=columns, predicate=file_pruning_predicate)).read_all()
+
+
+def rows_deltars(path: str, columns: list[str] | None = None) -> list[tuple]:
+    t = deltalake_table(path)
     cols = columns or sorted(t.column_names)
     data = t.select(cols).to_pylist()
     return sorted((tuple(_norm(r[c]) for c in cols) for r in data), key=_key)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from tests.helpers import deltalake_table
 from tests.servers import EXECUTOR_PYTHON, ROOT, delta_confs, spark_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -50,7 +51,7 @@ def small_files_table(path: str, appends: int = 5) -> None:
 
 
 def rows(path: str) -> list[tuple]:
-    t = DeltaTable(path).to_pyarrow_table()
+    t = deltalake_table(path)
     return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "x", "y", "p"))))
 
 
@@ -215,7 +216,7 @@ def test_cli_remote(connect_server, tmp_path):
     )
     assert proc.returncode == 0, brief(proc.stderr)
     assert json.loads(proc.stdout)["numFilesAdded"] == 4 and rows(path) == before
-    # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 2.
+    # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 3 (retry later).
     proc = subprocess.run(
         [cli, "optimize", path, "--json"],
         env=_client_env(SPARK_REMOTE="sc://127.0.0.1:9"),
@@ -223,7 +224,7 @@ def test_cli_remote(connect_server, tmp_path):
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 2 and proc.stderr.startswith("error: cannot reach the Spark Connect server"), proc.stderr
+    assert proc.returncode == 3 and proc.stderr.startswith("error: cannot reach the Spark Connect server"), proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 

@@ -367,6 +367,14 @@ def _check_blind_append_race(path: str, v0: int, results: list[dict], added: lis
         assert r["rebased_over"] == list(range(v0 + 1, r["version"])), "a loser rebases over every winner"
         assert r["attempts"] >= 1
     assert any(r["rebased_over"] for r in results), "the race produced no loser at all"
+    # A stale snapshot makes every commit but the first rebase even when the writers run one after the other:
+    # the writers' own versions prove they raced, interleaved rather than one writer's block after another's.
+    mine: dict[int, list[int]] = {}
+    for r in results:
+        mine.setdefault(r["writer"], []).append(r["version"])
+    assert len(mine) > 1 and any(
+        min(a) < max(b) and min(b) < max(a) for i, a in mine.items() for j, b in mine.items() if i < j
+    ), f"no two writers' versions interleave: they did not race ({mine})"
     assert log_versions(path) == list(range(0, v0 + 1 + n))
     txn_ids: list[str] = []
     added_paths: list[str] = []
@@ -401,7 +409,7 @@ def test_racing_blind_appends_threads(spark, tmp_path):
     errors: list[BaseException] = []
     lock = threading.Lock()
 
-    def work(mine: list[AddFile]) -> None:
+    def work(writer: int, mine: list[AddFile]) -> None:
         barrier.wait()
         for f in mine:
             try:
@@ -413,6 +421,7 @@ def test_racing_blind_appends_threads(spark, tmp_path):
             with lock:
                 results.append(
                     {
+                        "writer": writer,
                         "version": res.version,
                         "read_version": res.read_version,
                         "attempts": res.attempts,
@@ -420,7 +429,7 @@ def test_racing_blind_appends_threads(spark, tmp_path):
                     }
                 )
 
-    ts = [threading.Thread(target=work, args=(files[i::threads_n],)) for i in range(threads_n)]
+    ts = [threading.Thread(target=work, args=(i, files[i::threads_n])) for i in range(threads_n)]
     for t in ts:
         t.start()
     for t in ts:
@@ -468,7 +477,7 @@ def test_racing_blind_appends_processes(spark, tmp_path):
     files = one_row_files(path, "", {}, list(range(procs_n * per_proc)))
     jobs = [{"commits": [[{"add": f.to_json()}] for f in files[i::procs_n]]} for i in range(procs_n)]
     outs = _run_workers(tmp_path, path, jobs)
-    results = [r for out in outs for r in out]
+    results = [{**r, "writer": i} for i, out in enumerate(outs) for r in out]
     assert all("error" not in r for r in results), results
     assert len(results) == procs_n * per_proc
     _check_blind_append_race(path, v0, results, files)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pyarrow as pa
 import pytest
 
 from dbt_delta_optimize.api import optimize
@@ -23,31 +24,52 @@ def test_bad_planned_add_is_caught_before_the_commit_and_nothing_is_written(spar
     path = str(tmp_path / "t")
     _table(spark, path)
     before_rows, before_log, before_files = rows_spark(spark, path), log_snapshot(path), data_files(path)
-    real = br.BinRewriter._add_file
+    real = br.BinRewriter._result
+    planned = []
 
-    def wrong_size(self, *a, **k):
-        add = real(self, *a, **k)
-        return dataclasses.replace(add, size=add.size + 1)  # a size the file does not have
+    def wrong_size(self, b, adds, *a, **k):  # every rewrite path (Arrow task or Spark) ends here
+        adds = tuple(dataclasses.replace(add, size=add.size + 1) for add in adds)  # a size the file does not have
+        planned.extend(adds)
+        return real(self, b, adds, *a, **k)
 
-    monkeypatch.setattr(br.BinRewriter, "_add_file", wrong_size)
+    monkeypatch.setattr(br.BinRewriter, "_result", wrong_size)
     with pytest.raises(ValidationError, match="add_size_mismatch"):
         optimize(spark, path)
+    assert planned, "no bin was rewritten: the check had nothing to catch"
     assert log_snapshot(path) == before_log
     assert data_files(path) == before_files
     assert_same_rows(spark, path, before_rows)
 
 
-def test_validation_can_be_turned_off_and_a_clean_run_validates(spark, tmp_path, monkeypatch):
-    path = str(tmp_path / "t")
-    _table(spark, path)
-    calls = []
-    import dbt_delta_optimize.inspect.validate as v
+def test_validation_refuses_rows_that_do_not_add_up_and_can_be_turned_off(spark, tmp_path):
+    """Stats in the log that claim more rows than a file holds: validated (the default), the batch is refused
+    naming the file and nothing is written; with validate_commits=False the commit lands, and the validator,
+    run on that version, finds exactly what the check would have refused."""
+    import json
+    import os
 
-    real_commit = v.validate_commit
-    monkeypatch.setattr(v, "validate_commit", lambda *a, **k: calls.append(a) or real_commit(*a, **k))
-    m = optimize(spark, path)
-    assert calls and calls[0][1] == m.committed_versions[0]
-    calls.clear()
-    _table(spark, path)
-    optimize(spark, path, validate_commits=False)
-    assert calls == []
+    from deltalake import write_deltalake
+
+    from dbt_delta_optimize.errors import CorruptLogError
+    from dbt_delta_optimize.inspect.validate import validate_commit
+
+    path = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(path, pa.table({"id": list(range(i * 10, i * 10 + 10)), "p": [i % 2] * 10}), mode="append")
+    log = os.path.join(path, "_delta_log", f"{1:020d}.json")
+    with open(log) as fh:
+        actions = [json.loads(line) for line in fh]
+    lied = next(a["add"] for a in actions if "add" in a)
+    lied["stats"] = json.dumps({**json.loads(lied["stats"]), "numRecords": 99})
+    with open(log, "w") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    before_rows, before_log, before_files = rows_spark(spark, path), log_snapshot(path), data_files(path)
+    with pytest.raises(CorruptLogError, match="claim 99 rows") as info:
+        optimize(spark, path)
+    assert lied["path"] in str(info.value)
+    assert log_snapshot(path) == before_log and data_files(path) == before_files
+    m = optimize(spark, path, validate_commits=False)
+    (version,) = m.committed_versions
+    report = validate_commit(path, version)
+    assert not report.ok and "row_count_mismatch" in report.codes, report.describe()
+    assert_same_rows(spark, path, before_rows)  # the stats lied, the data did not: every row is still there

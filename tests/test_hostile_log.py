@@ -43,9 +43,9 @@ def _rewrite_protocol(p: str, protocol: dict) -> None:
         fh.write("\n".join(lines) + "\n")
 
 
-def _append_add(p: str, path: str) -> int:
+def _append_add(p: str, path: str, size: int = 10) -> int:
     v = latest_version(p) + 1
-    add = {"path": path, "partitionValues": {"part": "a"}, "size": 10, "modificationTime": 1, "dataChange": True}
+    add = {"path": path, "partitionValues": {"part": "a"}, "size": size, "modificationTime": 1, "dataChange": True}
     info = {"timestamp": 1, "operation": "WRITE", "operationParameters": {}}
     with open(_log(p, v), "w") as fh:
         fh.write(json.dumps({"commitInfo": info}) + "\n" + json.dumps({"add": add}) + "\n")
@@ -170,3 +170,66 @@ def test_stats_claiming_another_row_count_are_refused_naming_the_file(spark, tmp
     assert lied["path"] in str(info.value) and "claim 99 rows" in str(info.value) and "holds 1" in str(info.value)
     assert exit_code(info.value) == 2
     assert log_snapshot(p) == before_log and data_files(p) == before_files
+
+
+def _external_file(tmp_path, rows: list[int]) -> str:
+    """A real Parquet file with the table's data column, in a folder beside the table (another table's data)."""
+    import pyarrow.parquet as pq
+
+    outside = tmp_path / "elsewhere" / "part-00000-secret.parquet"
+    outside.parent.mkdir()
+    pq.write_table(pa.table({"id": pa.array(rows, pa.int64())}), outside)
+    return str(outside)
+
+
+def test_absolute_add_path_outside_the_root_is_refused_unless_allowed(spark, tmp_path):
+    """An absolute add path elsewhere: the CLI and its dry run refuse it (exit 2, path and version named)
+    before any data file is read; with allow_external_paths (a shallow clone) it is read and compacted."""
+    from click.testing import CliRunner
+
+    from dbt_delta_optimize.api import optimize
+    from dbt_delta_optimize.cli.main import cli
+    from tests.helpers import assert_same_rows, log_snapshot, rows_spark
+
+    p = _table(tmp_path)
+    outside = _external_file(tmp_path, [99, 100])
+    v = _append_add(p, f"file://{outside}", os.path.getsize(outside))
+    expected = rows_spark(spark, p)  # delta-spark reads the external file, as the protocol allows
+    assert len(expected) == 6
+    os.utime(outside, (0, os.stat(outside).st_mtime))  # atime before mtime: a read of it would update atime
+    before = log_snapshot(p)
+    for args in (["optimize", p], ["optimize", p, "--dry-run"], ["purge", p]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert r.stderr.count("\n") == 1 and outside in r.stderr and f"version {v}" in r.stderr, r.stderr
+        assert "outside the table root" in r.stderr and "allow_external_paths" in r.stderr
+    assert log_snapshot(p) == before and os.stat(outside).st_atime == 0  # nothing written, nothing read
+    with pytest.raises(UnsafePathError) as info:
+        optimize(None, p, dry_run=True)
+    assert info.value.version == v and info.value.path == f"file://{outside}" and exit_code(info.value) == 2
+    metrics = optimize(spark, p, allow_external_paths=True)
+    assert metrics.num_files_removed == 5 and len(metrics.committed_versions) == 1
+    assert_same_rows(spark, p, expected)
+
+
+def test_external_paths_even_when_allowed_stay_in_the_tables_store(tmp_path):
+    """allow_external_paths reaches only what the table's own storage reaches: the same local file system,
+    or the same bucket; a path in another store is refused naming it."""
+    from dbt_delta_optimize.delta.paths import check_external_path
+    from dbt_delta_optimize.delta.snapshot import check_external_paths
+
+    p = _table(tmp_path)
+    v = _append_add(p, "s3://other-bucket/t/part-0.parquet")
+    snapshot = load_snapshot(p)
+    for allow in (False, True):
+        with pytest.raises(UnsafePathError) as info:
+            check_external_paths(snapshot, allow=allow)
+        assert info.value.version == v and "s3://other-bucket/t/part-0.parquet" in str(info.value)
+        assert ("another store" in str(info.value)) is allow
+    check_external_path("s3a://bkt/clone/f.parquet", root="s3://bkt/t", allow=True)  # same bucket
+    check_external_path(f"file://{p}/part=a/f.parquet", root=p)  # absolute but inside the root
+    for path in ("s3://bkt2/t/f.parquet", "gs://bkt/t/f.parquet", "/etc/passwd"):
+        with pytest.raises(UnsafePathError, match="another store"):
+            check_external_path(path, root="s3://bkt/t", allow=True)
+    with pytest.raises(UnsafePathError, match="outside the table root"):
+        check_external_path(f"{p}/../elsewhere/f.parquet", root=p)

@@ -94,6 +94,7 @@ def test_modules_stay_short():
 RANK = {
     "_version": 0,
     "errors": 0,
+    "process_exit": 0,
     "options": 1,
     "delta": 2,
     "plan": 3,

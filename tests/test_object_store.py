@@ -23,6 +23,7 @@ from dbt_delta_optimize.cli.main import cli
 from dbt_delta_optimize.delta.object_store import redact, store_options
 from dbt_delta_optimize.delta.storage import storage_for
 from dbt_delta_optimize.errors import InvalidArgumentError
+from tests.helpers import deltalake_table
 
 SECRET = "testing-secret-value"
 
@@ -60,7 +61,7 @@ def _table(url: str, batches: int = 3) -> list[tuple]:
 
 
 def _rows(url: str) -> list[tuple]:
-    t = DeltaTable(url).to_pyarrow_table()
+    t = deltalake_table(url)
     return sorted(zip(t.column("id").to_pylist(), t.column("x").to_pylist(), t.column("part").to_pylist()))
 
 
@@ -161,21 +162,44 @@ def test_missing_table_and_bucket_are_clear_errors(store):
     assert res.exit_code == 2 and res.stderr.startswith("error:") and "Kernel error" not in res.stderr
 
 
-def test_unreachable_endpoint_fails_fast_without_leaking_the_secret(store):
+@pytest.mark.parametrize("command", ["info", "optimize"])
+def test_unreachable_endpoint_is_retryable_in_one_line_without_leaking_the_secret(store, command):
+    """Nothing listens at the endpoint: exit 3 (retry later), one line naming it, within 60 s, no secret."""
     env = {**os.environ, **store.unreachable}
     secret = base64.b64encode(b"do-not-print-this-1234").decode()  # Azure keys are base64
     option = "AWS_SECRET_ACCESS_KEY" if store.root.startswith("s3") else "AZURE_STORAGE_ACCOUNT_KEY"
-    args = ["info", f"{store.root}/t", "--storage-option", f"{option}={secret}"]
+    args = [command, f"{store.root}/t", "--storage-option", f"{option}={secret}"]
     proc = subprocess.run(
         [sys.executable, "-m", "dbt_delta_optimize.cli.main", *args],
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=60,  # the store's client gives up in seconds (bounded connect timeout and retries)
     )
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error:"), proc.stderr
     assert "127.0.0.1:9" in proc.stderr and "Traceback" not in proc.stderr
     assert secret not in proc.stderr + proc.stdout and SECRET not in proc.stderr
+
+
+def test_storage_failures_are_typed_by_the_store_library_not_by_their_text():
+    """obstore's exception types decide: denied is final (2), a generic failure retryable (3), missing is missing."""
+    from obstore.exceptions import GenericError, NotSupportedError, PermissionDeniedError, UnauthenticatedError
+
+    from dbt_delta_optimize.delta.object_store import ObjectStorage
+    from dbt_delta_optimize.errors import StorageAccessError, exit_code
+
+    storage = ObjectStorage("s3://bkt/t", {"AWS_SECRET_ACCESS_KEY": SECRET})
+    path = "s3://bkt/t/_delta_log/00000000000000000000.json"
+    for exc in (PermissionDeniedError("403 Forbidden"), UnauthenticatedError("no"), NotSupportedError("no")):
+        failure = storage._fail(exc, path)
+        assert isinstance(failure, StorageAccessError) and not failure.retryable and exit_code(failure) == 2
+    # a generic failure whose text says "403" is still what its type says: the store did not complete the request
+    failure = storage._fail(GenericError(f"403 Forbidden NoSuchBucket {SECRET}"), path)
+    assert isinstance(failure, StorageAccessError) and failure.retryable and exit_code(failure) == 3
+    assert isinstance(failure, OSError) and not isinstance(failure, InvalidArgumentError)
+    assert SECRET not in str(failure)
+    assert isinstance(storage._fail(FileNotFoundError(path), path), FileNotFoundError)
 
 
 RACER = """

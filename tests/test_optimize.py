@@ -39,7 +39,15 @@ from dbt_delta_optimize.errors import (
     TableNotFoundError,
 )
 from dbt_delta_optimize.plan.metrics import OptimizeMetrics
-from tests.helpers import assert_same_rows, data_files, log_snapshot, log_versions, rows_deltars, rows_spark
+from tests.helpers import (
+    assert_same_rows,
+    data_files,
+    deltalake_table,
+    log_snapshot,
+    log_versions,
+    rows_deltars,
+    rows_spark,
+)
 
 ENGINES = ["arrow", "spark"]
 SPARK_VERSION_KEY = b"org.apache.spark.version"  # Spark writes it into every footer; pyarrow never does
@@ -851,7 +859,7 @@ def canon_spark(spark, path: str) -> list[tuple]:
 
 
 def canon_rs(path: str) -> list[tuple]:
-    return canon_rows(DeltaTable(path).to_pyarrow_table())
+    return canon_rows(deltalake_table(path))
 
 
 def many_types_table(spark, path: str) -> None:

@@ -24,7 +24,7 @@ from dbt_delta_optimize.errors import InvalidConfigError
 from dbt_delta_optimize.plan.config import OptimizeConfig, parse_duration
 from dbt_delta_optimize.plan.ordering import order_bins
 from dbt_delta_optimize.plan.planner import Bin
-from tests.helpers import assert_same_rows, data_files, log_versions, rows_deltars, rows_spark
+from tests.helpers import assert_same_rows, data_files, deltalake_table, log_versions, rows_deltars, rows_spark
 
 
 def _table(path: str, partitions: int, files: int = 2) -> None:
@@ -83,17 +83,33 @@ def test_bin_orders():
 
 
 # --------------------------------------------------------------------------- Spark
-def test_budget_commits_what_is_done_and_the_next_run_finishes(spark, tmp_path):
-    """The budget runs out after the first bin (its progress callback is slow): one bin commits, exit 0."""
+def test_budget_commits_what_is_done_and_the_next_run_finishes(spark, tmp_path, monkeypatch):
+    """The budget runs out during the first bin, whatever the machine's load: one bin commits, the rest is left.
+
+    The budget counts from the call. The first bin is made slow deterministically in the task itself (the
+    driver's one thread runs the bins one after another): it ends only once the budget is surely spent, so no
+    other bin may start; planning on a loaded machine has the whole budget (10 s) to get the first bin going.
+    """
+    from dbt_delta_optimize.tasks import worker
+
     p = str(tmp_path / "t")
     _table(p, partitions=6)
     before = rows_deltars(p)
+    budget = 10.0
+    real = worker.run_bin
+    started: list[int] = []
 
-    def slow(done, *_):
-        if done == 1:
-            time.sleep(3)
+    def slow_first(task, *a, **k):
+        started.append(task.bin_id)
+        outcome = real(task, *a, **k)
+        if len(started) == 1:  # the budget started when optimize() was called, after `called`
+            time.sleep(max(0.0, called + budget + 0.5 - time.monotonic()))
+        return outcome
 
-    m = optimize(spark, p, max_threads=1, max_duration="2s", progress=slow)
+    monkeypatch.setattr(worker, "run_bin", slow_first)
+    called = time.monotonic()
+    m = optimize(spark, p, max_threads=1, max_duration=budget, task_runner="driver")
+    assert len(started) == 6  # every bin reached its task: the five after the first were not started by it
     assert len(m.committed_versions) == 1 and m.num_bins == 1 and m.num_files_removed == 2
     assert m.num_bins_left == 5 and m.num_bytes_left > 0 and m.failed_bins == () and m.dropped_bins == ()
     assert sorted(_files_per_partition(p).values()) == [1, 2, 2, 2, 2, 2]
@@ -142,11 +158,12 @@ def _live(p: str) -> set[str]:
     return set(pa.table(DeltaTable(p).get_add_actions(flatten=True)).column("path").to_pylist())
 
 
-def _rows_without(spark, p: str, part: int) -> tuple[list[tuple], list[tuple]]:
-    """Rows outside one partition, read by both engines with partition pruning (its file is unreadable)."""
-    t = DeltaTable(p).to_pyarrow_table(partitions=[("part", "!=", str(part))])
+def _rows_without(spark, p: str, *parts: int) -> tuple[list[tuple], list[tuple]]:
+    """Rows outside some partitions, read by both engines with partition pruning (their files are unreadable)."""
+    where = " AND ".join(f"part != {part}" for part in parts)
+    t = deltalake_table(p, columns=["id", "part"], file_pruning_predicate=where)
     rs = sorted(zip(t.column("id").to_pylist(), t.column("part").to_pylist()))
-    sp = sorted((r["id"], r["part"]) for r in spark.read.format("delta").load(p).where(f"part != {part}").collect())
+    sp = sorted((r["id"], r["part"]) for r in spark.read.format("delta").load(p).where(where).collect())
     return rs, sp
 
 
@@ -218,3 +235,113 @@ def _strays(p: str) -> set[str]:
                 removed |= {json.loads(line).get("remove", {}).get("path") for line in fh}
     on_disk = {f for f in data_files(p) if f.endswith(".parquet")}
     return on_disk - _live(p) - removed
+
+
+# --------------------------------------------------------------------------- commit-every, grace, failures, DVs
+def test_commit_every_bins_and_periods_from_the_cli_and_the_api(spark, tmp_path):
+    """--commit-every 2 commits every two bins; a period commits when it has passed since the last commit:
+    5m never passes in this run (one commit at the end); 1s does after every bin made to take 1.1 s."""
+    every_two, five_minutes, one_second = (str(tmp_path / n) for n in ("two", "five", "one"))
+    for p in (every_two, five_minutes, one_second):
+        _table(p, partitions=4)
+    before = rows_deltars(every_two)
+    res = CliRunner().invoke(cli, ["optimize", every_two, "--commit-every", "2", "--max-threads", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)["committedVersions"]) == 2 and len(_optimize_commits(every_two)) == 2
+    res = CliRunner().invoke(cli, ["optimize", five_minutes, "--commit-every", "5m", "--max-threads", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)["committedVersions"]) == 1 and len(_optimize_commits(five_minutes)) == 1
+    res = CliRunner().invoke(cli, ["optimize", five_minutes, "--commit-every", "often"])
+    assert res.exit_code == 2 and "commit_every" in res.stderr
+
+    def slow(*_):
+        time.sleep(1.1)
+
+    m = optimize(spark, one_second, max_threads=1, commit_every="1s", progress=slow)
+    assert len(m.committed_versions) == 4 and m.num_bins == 4
+    for p in (every_two, five_minutes, one_second):
+        assert set(_files_per_partition(p).values()) == {1}
+        assert_same_rows(spark, p, before)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_runner", ["driver", "spark"])
+def test_bins_still_running_when_the_grace_period_ends_are_cancelled(spark, tmp_path, task_runner):
+    """A bin that never finishes (its input is a FIFO nobody writes to): the budget runs out, the grace period
+    ends, and the run returns with that bin left and nothing of it committed. As Spark tasks the job is
+    cancelled; in the driver's threads the stuck one is left behind after a bounded wait (it cannot be
+    interrupted), and deletes what it wrote if it ever wakes."""
+    p = str(tmp_path / "t")
+    _table(p, partitions=3)
+    stuck = sorted(f for f in _live(p) if f.startswith("part=2/"))[0]
+    os.unlink(os.path.join(p, stuck))
+    os.mkfifo(os.path.join(p, stuck))  # opening it for reading blocks until a writer comes: none will
+    intact = _rows_without(spark, p, 2)
+    stuck_files = {f for f in _live(p) if f.startswith("part=2/")}
+    m = optimize(spark, p, max_threads=3, max_duration="2s", task_runner=task_runner)  # returns, the bin left
+    assert m.num_bins_left >= 1 and m.num_bins + m.num_bins_left == 3, m
+    assert {f for f in _live(p) if f.startswith("part=2/")} == stuck_files  # the stuck bin changed nothing
+    assert m.num_files_removed == 2 * m.num_bins
+    assert _rows_without(spark, p, 2) == intact
+    assert _strays(p) == set() and not os.path.exists(os.path.join(p, STAGING_DIR))
+
+
+def test_max_failed_bins_beyond_one(spark, tmp_path):
+    """Two unreadable files in two partitions: with --max-failed-bins 2 both fail and are reported while the
+    other three commit (exit 1); with 1, the second failure fails the run and nothing is committed."""
+    p = str(tmp_path / "t")
+    _table(p, partitions=5)
+    victims = [sorted(f for f in _live(p) if f.startswith(f"part={k}/"))[0] for k in (1, 3)]
+    for victim in victims:
+        with open(os.path.join(p, victim), "r+b") as fh:
+            fh.write(b"garbage!")
+    intact = _rows_without(spark, p, 1, 3)
+    v0 = log_versions(p)[-1]
+    res = CliRunner().invoke(cli, ["optimize", p, "--max-failed-bins", "1", "--max-threads", "1"])
+    assert res.exit_code == 1 and any(v in res.stderr for v in victims), res.output
+    assert log_versions(p)[-1] == v0 and _strays(p) == set()  # all or nothing beyond the allowance
+    res = CliRunner().invoke(cli, ["optimize", p, "--max-failed-bins", "2", "--max-threads", "1", "--json"])
+    assert res.exit_code == 1, res.output
+    out = json.loads(res.stdout)
+    assert sorted(f["partition"]["part"] for f in out["failedBins"]) == ["1", "3"]
+    assert all("DataFileError" in f["error"] for f in out["failedBins"])
+    assert out["numBins"] == 3 and len(out["committedVersions"]) == 1
+    assert _files_per_partition(p) == Counter({0: 1, 1: 2, 2: 1, 3: 2, 4: 1})
+    assert _rows_without(spark, p, 1, 3) == intact and len(intact[0]) == 6
+    assert _strays(p) == set()
+
+
+def test_concurrent_delete_adding_deletion_vectors_drops_only_that_bin(spark, tmp_path):
+    """delta-spark DELETEs rows (deletion vectors) in one partition while we optimize: that bin is dropped (its
+    rows stay deleted, never resurrected), the other bins commit after the DELETE."""
+    p = str(tmp_path / "dv")
+    spark.sql(
+        f"CREATE TABLE delta.`{p}` (id BIGINT, part INT) USING delta PARTITIONED BY (part) "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    for i in range(2):
+        spark.sql(f"INSERT INTO delta.`{p}` SELECT id, CAST(id % 4 AS INT) FROM range({i * 40}, {i * 40 + 40}, 1, 1)")
+    before = rows_spark(spark, p)
+    v0 = log_versions(p)[-1]
+
+    def delete(done, total, *_):
+        if done == total:  # every bin is rewritten, nothing committed yet
+            spark.sql(f"DELETE FROM delta.`{p}` WHERE part = 0 AND id % 3 = 0")
+
+    m = optimize(spark, p, max_threads=1, progress=delete)
+    history = DeltaTable(p).history(2)
+    assert history[1]["operation"] == "DELETE" and history[0]["operation"] == "OPTIMIZE"
+    assert any(a.get("deletionVector") for _, a in _adds(p, v0 + 1)), "the DELETE wrote deletion vectors"
+    (ours,) = m.committed_versions
+    assert ours == v0 + 2
+    assert [d["partition"]["part"] for d in m.dropped_bins] == ["0"] and m.dropped_bins[0]["winningVersion"] == v0 + 1
+    assert m.num_bins == 3 and _files_per_partition(p) == Counter({0: 2, 1: 1, 2: 1, 3: 1})
+    expected = [r for r in before if not (r[1] == 0 and r[0] % 3 == 0)]
+    assert len(expected) == len(before) - 7
+    assert_same_rows(spark, p, expected)  # delta-spark, and deltalake's own scan (it reads deletion vectors)
+    assert _strays(p) == set()
+
+
+def _adds(p: str, version: int) -> list[tuple[int, dict]]:
+    with open(os.path.join(p, "_delta_log", f"{version:020d}.json")) as fh:
+        return [(version, a["add"]) for a in map(json.loads, fh) if "add" in a]

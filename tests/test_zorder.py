@@ -34,6 +34,7 @@ from tests.helpers import (
     _norm,
     assert_same_rows,
     data_files,
+    deltalake_table,
     log_snapshot,
     log_versions,
     rows_deltars,
@@ -57,7 +58,7 @@ MDC = "spark.databricks.io.skipping.mdc."
 # --------------------------------------------------------------------------- helpers
 def rows_rs(path: str) -> list[tuple]:
     """Rows as delta-rs reads them (columns sorted by name); handles structs and dotted names."""
-    t = DeltaTable(path).to_pyarrow_table()
+    t = deltalake_table(path)
     cols = sorted(t.column_names)
     return sorted((tuple(_norm(r[c]) for c in cols) for r in t.select(cols).to_pylist()), key=_key)
 
@@ -719,42 +720,75 @@ def files_scanned(path: str, queries) -> int:
     )
 
 
+def _boxes_scanned(boxes, queries) -> int:
+    return sum(
+        1
+        for (x0, x1, y0, y1) in queries
+        for (a0, a1, b0, b1) in boxes
+        if a0 <= x1 and a1 >= x0 and b0 <= y1 and b1 >= y0
+    )
+
+
+def _z_order_reference(xs: list[float], ys: list[float], files: int, ranges: int = 1000) -> list[tuple]:
+    """delta-spark's Z-order layout computed exactly from the data: range ids from the exact quantiles (its
+    RangePartitioner only samples them), bits interleaved, rows sorted by curve index and cut into ``files``
+    equal-count files. Returns each file's (min x, max x, min y, max y)."""
+    import bisect
+
+    n = len(xs)
+
+    def range_ids(values: list[float]) -> list[int]:
+        ordered = sorted(values)
+        bounds = [ordered[(i * n) // ranges] for i in range(1, ranges)]
+        return [bisect.bisect_left(bounds, v) for v in values]
+
+    bits = (ranges - 1).bit_length()
+    rx, ry = range_ids(xs), range_ids(ys)
+
+    def z(a: int, b: int) -> int:
+        out = 0
+        for bit in range(bits - 1, -1, -1):
+            out = (out << 2) | (((a >> bit) & 1) << 1) | ((b >> bit) & 1)
+        return out
+
+    order = sorted(range(n), key=lambda i: z(rx[i], ry[i]))
+    chunks = [order[f * n // files : (f + 1) * n // files] for f in range(files)]
+    return [
+        (min(xs[i] for i in c), max(xs[i] for i in c), min(ys[i] for i in c), max(ys[i] for i in c)) for c in chunks
+    ]
+
+
 @pytest.mark.slow
-def test_pruning_at_least_as_good_as_delta_spark(spark, tmp_path, conf):
+def test_pruning_at_least_as_good_as_the_z_order_computed_from_the_data(spark, tmp_path):
+    """Files a min/max reader opens for 100 range queries, against a fixed bound computed from the data itself.
+
+    The bound is delta-spark's Z-order algorithm run exactly in Python (no sampling), so neither side varies
+    from run to run: our Z-order moves file cuts by at most 10% of a file's rows to aligned curve indexes,
+    which may add or save a straddled cell at a cut (5% allowed); Hilbert's files are more compact than
+    Z-order's by construction, so it must beat the bound outright. (delta-spark's own sampled layout varies
+    run to run; bench/zorder.py compares against it.)
+    """
     src = str(tmp_path / "src")
     spark.range(0, 30_000, 1, 40).selectExpr(
         "id", "rand(1) AS x", "rand(2) AS y", "sha2(CAST(id AS STRING), 256) AS payload"
     ).write.format("delta").save(src)
     size = sum(f["size"] for f in live_files(src))
-    target = size // 16
     queries = _random_queries()
+    data = deltalake_table(src, columns=["x", "y"])
+    bound = _boxes_scanned(_z_order_reference(data.column("x").to_pylist(), data.column("y").to_pylist(), 16), queries)
+    unclustered = files_scanned(src, queries)
+    assert unclustered == 100 * len(live_files(src))  # random data: every file spans the whole square
     before = rows_deltars(src)
-    scanned = {"unclustered": files_scanned(src, queries)}
-    n_files = {"unclustered": len(live_files(src))}
-    for name in ("zorder", "hilbert", "delta-spark"):
-        p = shutil.copytree(src, str(tmp_path / name))
-        if name == "delta-spark":
-            conf("spark.databricks.delta.optimize.maxFileSize", str(target))
-            spark.sql(f"OPTIMIZE delta.`{p}` ZORDER BY (x, y)").collect()
-            spark.conf.unset("spark.databricks.delta.optimize.maxFileSize")
-        else:
-            optimize(spark, p, zorder_by=["x", "y"], curve=name, max_file_size=target)
-            assert rows_deltars(p) == before
-        scanned[name] = files_scanned(p, queries)
-        n_files[name] = len(live_files(p))
-    print(
-        f"\nfiles scanned by {len(queries)} range queries (files in table): "
-        + ", ".join(f"{k} {scanned[k]} ({n_files[k]})" for k in scanned)
-    )
-    assert n_files["zorder"] == n_files["hilbert"] == n_files["delta-spark"] == 16
-    # Same curve as delta-spark, but delta-spark's range sampling (RangePartitioner, seeded by RDD
-    # id) and noise vary from run to run: over 12 runs it scanned 322-379 files (unclustered 4000).
-    # Ours is deterministic (seeded sample, file cuts moved to aligned curve indexes): 358, Hilbert
-    # 233 (before the cuts were aligned: 321-379 and 238-267). 1.15 covers delta-spark's best run.
-    assert scanned["zorder"] <= scanned["delta-spark"] * 1.15
-    assert scanned["hilbert"] <= scanned["delta-spark"] * 0.9, "Hilbert boxes are more compact than Z-order's"
-    for name in ("zorder", "hilbert", "delta-spark"):
-        assert scanned[name] <= scanned["unclustered"] * 0.15, name
+    scanned = {}
+    for curve in ("zorder", "hilbert"):
+        p = shutil.copytree(src, str(tmp_path / curve))
+        optimize(spark, p, zorder_by=["x", "y"], curve=curve, max_file_size=size // 16)
+        assert rows_deltars(p) == before and len(live_files(p)) == 16
+        scanned[curve] = files_scanned(p, queries)
+    print(f"\nfiles scanned by {len(queries)} range queries: bound {bound}, {scanned}, unclustered {unclustered}")
+    assert scanned["zorder"] <= bound * 1.05
+    assert scanned["hilbert"] < bound
+    assert bound <= unclustered * 0.15  # the bound itself is a clustering worth having
 
 
 # =========================================================================== memory

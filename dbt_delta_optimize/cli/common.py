@@ -1,10 +1,11 @@
-"""What every CLI command shares: one error boundary, logging, and where a table is.
+"""What every CLI command shares: one error boundary, logging, where a table is, and how the process ends.
 
 The boundary is built into the command class: every command of the group runs through
 ``run``, and the group turns click's own usage errors into the same one line. An error is one
-``error: ...`` line on stderr and exit 2 (bad input) or 1 (anything else), decided by
-``errors.exit_code``. Without ``--debug`` no traceback, Java stack or library text beyond the
-first line of a message is printed; with it, the whole cause chain comes first.
+``error: ...`` line on stderr and the exit code of its kind (``errors.exit_code``): 3 retryable
+(store or server unreachable), 2 bad input or unsupported table, 1 any other failure. Without
+``--debug`` no traceback, Java stack or library text beyond the first line of a message is printed;
+with it, the whole cause chain comes first. The console script ends through ``process_exit.exit_process``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import click
 from ..errors import DeltaOptimizeError, exit_code
 
 __all__ = [
+    "EXIT_CODES_HELP",
     "BoundaryCommand",
     "BoundaryGroup",
     "CliState",
@@ -31,6 +33,13 @@ __all__ = [
     "run",
     "use_remote",
 ]
+
+#: The exit codes, as ``--help`` states them (``errors.exit_code`` decides them).
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done, or nothing to do; 1 partial failure (some bins failed, the rest committed), a lost "
+    "conflict or another failure; 2 bad input or an unsupported table (will not succeed as is); 3 retryable: "
+    "the object store or the Spark Connect server could not be reached, throttled or timed out."
+)
 
 #: The loggers the CLI configures: ours, and the chatty ones of the Spark client.
 _OUR_LOGGER = "dbt_delta_optimize"
@@ -64,7 +73,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def run(fn: Callable[[], Any]) -> Any:
-    """Run fn; an error becomes one ``error:`` line on stderr and exit 2 (bad input) or 1.
+    """Run fn; an error becomes one ``error:`` line on stderr and the exit code of its kind (3, 2 or 1).
 
     Unexpected exceptions name their type and the first line of their message (a Java stack
     or a library's multi-line text stops there); ``--debug`` prints the whole cause chain first.
@@ -92,7 +101,11 @@ def run(fn: Callable[[], Any]) -> Any:
 
 
 class BoundaryCommand(click.Command):
-    """A command whose callback runs inside the error boundary (``run``)."""
+    """A command whose callback runs inside the error boundary (``run``); its --help ends with the exit codes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        super().__init__(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
         return run(lambda: super(BoundaryCommand, self).invoke(ctx))

@@ -1,15 +1,26 @@
 """The ``dbt-delta-optimize`` command line: the group, its global options, and ``jars``.
 
 Commands live in ``optimize`` (optimize, auto-compact), ``purge`` and ``inspect`` (info, validate, health,
-history); all run inside the error boundary of ``common``. Exit status: 0 success, 2 bad input
-(the message says what to fix), 1 any other failure; an error is one ``error:`` line on stderr.
+history); all run inside the error boundary of ``common``. Exit status: 0 done or nothing to do, 1 partial
+failure or a lost conflict, 2 bad input or an unsupported table (the message says what to fix), 3 retryable
+(store or Spark Connect server unreachable); an error is one ``error:`` line on stderr.
 """
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import click
 
-from .common import BoundaryCommand, BoundaryGroup, CliState, configure_logging, use_remote
+from ..process_exit import exit_process, status_of
+from .common import (
+    EXIT_CODES_HELP,
+    BoundaryCommand,
+    BoundaryGroup,
+    CliState,
+    configure_logging,
+    use_remote,
+)
 from .format import echo_json
 from .inspect import inspect_commands
 from .optimize import optimize_commands
@@ -18,7 +29,7 @@ from .purge import purge_commands
 __all__ = ["cli", "main"]
 
 
-@click.group(cls=BoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=BoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="dbt-delta-optimize")
 @click.option("--debug", is_flag=True, help="Debug logs, and the full cause chain of an error.")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
@@ -58,9 +69,17 @@ for _command in (*optimize_commands, *purge_commands, *inspect_commands):
     cli.add_command(_command)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """The console script's entry point."""
-    cli.main(args=argv, prog_name="dbt-delta-optimize")
+def main(argv: list[str] | None = None) -> NoReturn:
+    """The console script's entry point: run the command, then end the process with its exit code."""
+    try:
+        cli.main(args=argv, prog_name="dbt-delta-optimize")
+        code = 0
+    except SystemExit as exc:
+        code = status_of(exc)
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        code = 130
+    exit_process(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

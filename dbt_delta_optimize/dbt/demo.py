@@ -102,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         h["operation"] + (" (auto)" if str(h.get("operationParameters", {}).get("auto")).lower() == "true" else "")
         for h in dt.history()
     ]
-    rows = dt.to_pyarrow_table().num_rows
+    # deltalake's own (DataFusion) scan: to_pyarrow_table() reads through a Python filesystem on Arrow's I/O
+    # threads, which abort the process at exit now and then (delta-io/delta-rs#2184, apache/arrow#34314).
+    import pyarrow as pa
+
+    rows = pa.RecordBatchReader.from_stream(dt.scan(columns=["batch"])).read_all().num_rows
     print(f"\nevents_incremental: {rows} rows (3 runs x 60), {len(dt.file_uris())} files, history newest first: {ops}")
     ok = rows == 180
     print("demo OK" if ok else "demo FAILED: unexpected row count")
@@ -110,4 +114,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..process_exit import exit_process, status_of
+
+    try:
+        code = main()
+    except SystemExit as exc:  # a failed dbt step
+        code = status_of(exc)
+    exit_process(code)

@@ -144,7 +144,7 @@ def write_v2_checkpoint(storage: Storage, root: str, version: int, classic: str)
     import pyarrow.parquet as pq
 
     with storage.open_input(classic) as fh:
-        table = pq.read_table(fh)
+        table = pq.ParquetFile(fh).read()  # synchronous, unlike pq.read_table's scanner (apache/arrow#34314)
     file_rows = pc.or_(
         *[pc.is_valid(table.column(c)) if c in table.column_names else pa.scalar(False) for c in _FILE_ACTIONS]
     )

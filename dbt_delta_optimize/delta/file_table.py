@@ -85,15 +85,17 @@ def _checkpoint_column(storage: Storage, path: str, fields: Sequence[str]) -> An
     import pyarrow.parquet as pq
 
     with storage.open_input(path) as fh:
-        schema = pq.read_schema(fh)
-        if ADD not in schema.names:  # a V2 top-level file or a sidecar of removes only
+        # ParquetFile.read, not pq.read_table: the dataset scanner behind read_table can leave reads of this
+        # Python file in flight on Arrow's I/O threads after it returns, and they abort the process at exit
+        # (apache/arrow#34314). ParquetFile.read is synchronous.
+        pf = pq.ParquetFile(fh)
+        if ADD not in pf.schema_arrow.names:  # a V2 top-level file or a sidecar of removes only
             return pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
-        present = schema.field(ADD).type
+        present = pf.schema_arrow.field(ADD).type
         names = [f for f in fields if present.get_field_index(f) >= 0]
-        fh.seek(0)
-        read = pq.read_table(fh, columns=[f"{ADD}.{f}" for f in names])  # nested leaves come back as top-level columns
-    columns = [read.column(i).combine_chunks() for i in range(read.num_columns)]
-    column = pa.StructArray.from_arrays(columns, names=names)
+        read = pf.read(columns=[f"{ADD}.{f}" for f in names])  # the add struct with only these children
+    adds = read.column(ADD).combine_chunks()
+    column = pa.StructArray.from_arrays(adds.flatten(), names=[f.name for f in adds.type])  # null rows: null leaves
     return column.filter(pc.is_valid(column.field("path")))
 
 

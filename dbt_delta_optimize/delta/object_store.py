@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
-from ..errors import InvalidArgumentError, StorageAccessError, TableNotFoundError
+from ..errors import InvalidArgumentError, StorageAccessError
 from .file_info import FileInfo
 
 __all__ = ["SCHEMES", "ObjectStorage", "redact", "store_options", "task_options"]
@@ -275,31 +275,46 @@ class ObjectStorage:
         return path[len(prefix) :]
 
     def _fail(self, exc: Exception, path: str) -> Exception:
-        """Our typed error for an obstore failure (FileNotFoundError for a missing object)."""
-        from obstore.exceptions import NotFoundError, PermissionDeniedError, UnauthenticatedError
+        """Our typed error for an obstore failure, decided by obstore's exception type (never its text).
+
+        A missing object is the builtin FileNotFoundError; refused credentials or a missing capability a
+        StorageAccessError that will not go away by itself; a bad key or setting an InvalidArgumentError;
+        anything else (obstore's GenericError: no answer, a timeout, throttling or a server error after
+        the client's retries) a retryable StorageAccessError.
+        """
+        from obstore.exceptions import (
+            InvalidPathError,
+            NotFoundError,
+            NotSupportedError,
+            PermissionDeniedError,
+            UnauthenticatedError,
+            UnknownConfigurationKeyError,
+        )
 
         text = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self._options)
         if isinstance(exc, (NotFoundError, FileNotFoundError)):  # obstore raises the builtin for a missing object
             return FileNotFoundError(path)
-        if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or "403" in text or "Forbidden" in text:
+        if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)):
             return StorageAccessError(
                 f"Access to '{path}' was denied ({text}). Check the credentials (environment variables or "
                 "--storage-option) and that they may read and write this location."
             )
-        if "NoSuchBucket" in str(exc) or "ContainerNotFound" in str(exc) or "bucket does not exist" in str(exc):
-            return TableNotFoundError(
-                f"The bucket or container of '{path}' does not exist. Check the table location ({self._bucket_url})."
-            )
+        if isinstance(exc, NotSupportedError):
+            return StorageAccessError(f"The store of '{path}' cannot do what was asked ({text}).")
+        if isinstance(exc, (InvalidPathError, UnknownConfigurationKeyError)):
+            return InvalidArgumentError(f"The object store refused '{path}' ({text}). Check the path and the options.")
         return StorageAccessError(
-            f"The object store at '{self._bucket_url}' could not be reached or refused the request for '{path}' "
-            f"({text}). Check the endpoint, the network and the storage options."
+            f"The object store at '{self._bucket_url}' could not be reached or did not complete the request for "
+            f"'{path}' ({text}). Nothing was written; this may succeed later. Check the endpoint, the network and "
+            "the storage options.",
+            retryable=True,
         )
 
     def _call(self, path: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         store = self._store
         try:
             return fn(store, *args, **kwargs)
-        except (InvalidArgumentError, TableNotFoundError):
+        except InvalidArgumentError:
             raise
         except Exception as exc:
             raise self._fail(exc, path) from None
@@ -362,9 +377,18 @@ class ObjectStorage:
                 obstore.head(store, key)
                 return True
             except Exception as exc:
-                if not isinstance(self._fail(exc, path), FileNotFoundError):
-                    raise self._fail(exc, path) from None
-        listing = self._call(path, obstore.list_with_delimiter, (key.rstrip("/") + "/") if key else None)
+                failure = self._fail(exc, path)
+                if not isinstance(failure, FileNotFoundError):
+                    raise failure from None
+        try:
+            listing = obstore.list_with_delimiter(store, (key.rstrip("/") + "/") if key else None)
+        except Exception as exc:
+            failure = self._fail(exc, path)
+            if key and isinstance(failure, StorageAccessError) and failure.retryable:
+                # The store just answered the HEAD (not found), so it is reachable: a listing it refuses is
+                # of a bucket or container that does not exist (object_store types that only as generic).
+                return False
+            raise failure from None
         return bool(listing["objects"] or listing["common_prefixes"])
 
     def stat(self, path: str) -> FileInfo:

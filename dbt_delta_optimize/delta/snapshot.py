@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -21,11 +21,12 @@ from . import log as _log
 from .actions import AddFile, DomainMetadata, Metadata, Protocol
 from .column_mapping import mapping_mode, physical_fields, physical_partition_columns
 from .file_table import FileTable, FileView, LogAdds, match_live, read_log_adds
-from .paths import check_log_path, data_file_location
+from .paths import check_external_path, check_log_path, data_file_location
 from .storage import LocalStorage, Storage, join, storage_for, table_uri
 
 __all__ = [
     "Snapshot",
+    "check_external_paths",
     "file_counts",
     "latest_version",
     "load_snapshot",
@@ -150,9 +151,19 @@ def read_commits(
 
 def _translate(exc: Exception, root: str, storage: Storage, version: int | None) -> DeltaOptimizeError:
     """deltalake's error as ours: unsupported protocol, corrupt log, missing version, or not a table."""
-    from ..errors import UnsupportedFeatureError
+    from ..errors import StorageAccessError, UnsupportedFeatureError
 
     text = str(exc).split("\n", 1)[0].removeprefix("Kernel error: ")
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and not isinstance(storage, LocalStorage):
+        # deltalake raises a plain OSError for every object-store failure but a missing object: the store did not
+        # answer, throttled or timed out (refused credentials fail earlier, in our own storage's first request).
+        from .object_store import redact
+
+        return StorageAccessError(
+            f"The object store of '{root}' could not be read ({redact(text, storage.options)}). Nothing was written; this may succeed later. "
+            "Check the endpoint, the network and the storage options.",
+            retryable=True,
+        )
     lowered = text.lower()
     if version is not None and ("end version" in lowered or "not found" in lowered or "version" in lowered):
         try:
@@ -252,6 +263,24 @@ def _check_paths(table: FileTable, root: str) -> None:
         check_log_path(paths[i].as_py(), version=versions[i].as_py(), table=root)
 
 
+def check_external_paths(snapshot: Snapshot, *, allow: bool = False) -> None:
+    """Refuse a snapshot whose live files include one outside the table root (``paths.check_external_path``).
+
+    Called right after the snapshot is loaded, before any data file is read. Only absolute paths are
+    looked at (a relative one was checked on load), so a million relative paths cost one Arrow scan.
+    """
+    import pyarrow.compute as pc
+
+    table = snapshot.file_table
+    paths = table.column("path")
+    absolute = pc.or_(pc.match_substring(paths, ":"), pc.starts_with(paths, "/"))  # a URI, or a POSIX path
+    if not len(paths) or not pc.any(absolute).as_py():
+        return
+    versions = table.versions
+    for i in pc.indices_nonzero(absolute).to_pylist():
+        check_external_path(paths[i].as_py(), root=snapshot.location, version=versions[i].as_py(), allow=allow)
+
+
 def _live_files(dt: Any, root: str, storage: Storage, version: int, prefetched: LogAdds | None) -> FileTable:
     import pyarrow as pa
 
@@ -268,40 +297,34 @@ def _live_files(dt: Any, root: str, storage: Storage, version: int, prefetched: 
     return table
 
 
-def _prefetch(storage: Storage, root: str, version: int | None) -> Future[LogAdds | None]:
-    """Read the log's adds in a thread while deltalake loads the snapshot (both mostly outside the GIL).
-
-    The result is used only if deltalake loads the same version; any failure here is left to
-    the main path, which reports it properly.
-    """
-
-    def read() -> LogAdds | None:
-        try:
-            listing = _log.list_log(storage, root)
-            return read_log_adds(storage, root, listing.latest if version is None else version, listing)
-        except Exception:
-            return None
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log")
+def _read_adds(storage: Storage, root: str, version: int | None) -> LogAdds | None:
+    """The log's adds, read beside deltalake's replay; any failure is left to the main path, which reports it."""
     try:
-        return pool.submit(read)
-    finally:
-        pool.shutdown(wait=False)
+        listing = _log.list_log(storage, root)
+        return read_log_adds(storage, root, listing.latest if version is None else version, listing)
+    except Exception:
+        return None
 
 
 def load_snapshot(location: str, version: int | None = None, *, storage: Storage | None = None) -> Snapshot:
-    """Load a table snapshot (latest by default) through deltalake, every path checked."""
+    """Load a table snapshot (latest by default) through deltalake, every path checked.
+
+    The log's adds are read in a thread while deltalake loads the snapshot (both mostly outside the
+    GIL). That thread is joined before this returns or raises: a read left running would still be
+    using Arrow's threads when the interpreter exits, which aborts the process (apache/arrow#34314).
+    """
     root, storage = open_table(location, storage)
-    prefetched = _prefetch(storage, root, version)
-    dt = _delta_table(root, storage, version)
-    try:
-        v = dt.version()
-        protocol, metadata = _protocol_and_metadata(dt)
-        table = _live_files(dt, root, storage, v, prefetched.result())
-    except DeltaOptimizeError:
-        raise
-    except Exception as exc:
-        raise _translate(exc, root, storage, version) from exc
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log") as pool:  # exit joins the thread
+        prefetched = pool.submit(_read_adds, storage, root, version)
+        dt = _delta_table(root, storage, version)
+        try:
+            v = dt.version()
+            protocol, metadata = _protocol_and_metadata(dt)
+            table = _live_files(dt, root, storage, v, prefetched.result())
+        except DeltaOptimizeError:
+            raise
+        except Exception as exc:
+            raise _translate(exc, root, storage, version) from exc
     return Snapshot(root, v, protocol, metadata, FileView(table), storage, table)
 
 

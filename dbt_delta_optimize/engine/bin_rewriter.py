@@ -320,7 +320,11 @@ class BinRewriter:
 
             write_store_files(df, staging, self.store, self.engine.parquet_codec, self._written_fields)
             return
-        df.write.option("maxRecordsPerFile", 0).mode("error").parquet(staging)  # "error": Connect knows no alias
+        from ..delta.physical_layout import spark_write_options
+
+        layout = spark_write_options(self.snapshot.data_fields, self.snapshot.configuration)  # variant unshredded
+        writer = df.write.option("maxRecordsPerFile", 0).options(**layout)
+        writer.mode("error").parquet(staging)  # "error": Connect knows no alias
 
     def _clustered(self, b: Bin, staging: str) -> tuple[AddFile, ...]:
         """Z-order/Hilbert: range-partition the partition along the curve into max(1, bytes/maxFileSize) files."""

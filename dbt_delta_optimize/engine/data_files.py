@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..delta.actions import AddFile
+from ..delta.physical_layout import column_mismatch
 from ..delta.snapshot import Snapshot
 from ..errors import CorruptLogError, DataFileError
 
@@ -35,13 +36,15 @@ def _problem(snapshot: Snapshot, f: AddFile) -> str | None:
             if head != _MAGIC or tail != _MAGIC:
                 return "it is not a Parquet file (no PAR1 magic)"
             fh.seek(0)
-            names = set(pq.ParquetFile(fh).schema_arrow.names)
+            schema = pq.ParquetFile(fh).schema_arrow
     except Exception as exc:
         return f"its Parquet footer cannot be read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
-    wanted = {field["name"].lower() for field in snapshot.data_fields}
+    names = set(schema.names)
+    wanted = {field["name"].lower() for field in snapshot.physical_data_fields}
     if wanted and not wanted & {n.lower() for n in names}:
         return f"its columns {sorted(names)[:5]} are none of the table's ({sorted(wanted)[:5]}): schema mismatch"
-    return None
+    mismatch = column_mismatch(snapshot.physical_data_fields, schema)
+    return None if mismatch is None else f"{mismatch}: schema mismatch"
 
 
 def diagnose_inputs(snapshot: Snapshot, files: Sequence[AddFile]) -> DataFileError | None:

@@ -77,7 +77,33 @@ def embedded_parallelism() -> int:
     return max(2, os.cpu_count() or 2)
 
 
-def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: int = 4) -> dict[str, str]:
+def _log_confs(work_dir: str, *, quiet: bool) -> dict[str, str]:
+    """JVM and Python-worker logging of the embedded session: quiet (our log4j2 file for the driver and every
+    executor, no faulthandler dumps from Python workers), or Spark's own defaults and worker dumps (--debug).
+
+    A failed task reaches the caller as an error we report in one line; the executor's and the scheduler's
+    log lines and stacks about it would only repeat it.
+    """
+    log4j = (
+        f"-Dlog4j2.configurationFile={_QUIET_LOG4J} -Dlog4j2.disable.jmx=true" if quiet else "-Dlog4j2.disable.jmx=true"
+    )
+    dumps = "false" if quiet else "true"
+    return {
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir} {log4j}",
+        "spark.executor.extraJavaOptions": log4j,
+        "spark.python.worker.faulthandler.enabled": dumps,
+        "spark.sql.execution.pyspark.udf.faulthandler.enabled": dumps,
+    }
+
+
+def quiet_logs() -> bool:
+    """Whether Spark's own logs stay quiet: unless our logger shows debug records (the CLI's --debug)."""
+    return not logging.getLogger("dbt_delta_optimize").isEnabledFor(logging.DEBUG)
+
+
+def session_conf(
+    work_dir: str, *, catalog: str = "hive", shuffle_partitions: int = 4, quiet: bool = True
+) -> dict[str, str]:
     """Static and runtime confs of the embedded session (Delta extension + catalog, small local settings)."""
     os.makedirs(work_dir, exist_ok=True)
     jars = delta_jars() or _resolved_jars()
@@ -90,9 +116,7 @@ def session_conf(work_dir: str, *, catalog: str = "hive", shuffle_partitions: in
         "spark.default.parallelism": str(embedded_parallelism()),
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.warehouse.dir": os.path.join(work_dir, "spark-warehouse"),
-        "spark.driver.extraJavaOptions": (
-            f"-Dderby.system.home={work_dir} -Dlog4j2.configurationFile={_QUIET_LOG4J} -Dlog4j2.disable.jmx=true"
-        ),
+        **_log_confs(work_dir, quiet=quiet),
         "spark.sql.catalogImplementation": catalog,
         "spark.pyspark.python": sys.executable,
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={os.path.join(work_dir, 'metastore_db')};create=true",
@@ -144,13 +168,15 @@ def get_spark(
     if SparkContext._active_spark_context is not None:  # dbt runs nodes in threads with no active session
         return SparkSession.builder.getOrCreate()
     builder = SparkSession.builder.master(master).appName(app_name)
+    quiet = quiet_logs()
     for k, v in {
-        **session_conf(work_dir or os.path.join(default_home(), "spark"), catalog=catalog),
+        **session_conf(work_dir or os.path.join(default_home(), "spark"), catalog=catalog, quiet=quiet),
         **(conf or {}),
     }.items():
         builder = builder.config(k, v)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    if quiet:
+        session.sparkContext.setLogLevel("ERROR")
     use_this_python(session)
     return session
 
@@ -179,7 +205,8 @@ def connect_session(url: str) -> SparkSession:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkConnectError(
             f"cannot reach the Spark Connect server at {url}: {first}. "
-            "Check the address (--remote / SPARK_REMOTE) and that the server runs."
+            "Check the address (--remote / SPARK_REMOTE) and that the server runs.",
+            retryable=True,
         ) from exc
     return session
 
@@ -200,7 +227,8 @@ def _check_reachable(url: str, timeout: float = 10.0) -> None:
     except OSError as exc:
         raise SparkConnectError(
             f"cannot reach the Spark Connect server at {url}: {exc.strerror or exc}. "
-            "Check the address (--remote / SPARK_REMOTE) and that the server runs."
+            "Check the address (--remote / SPARK_REMOTE) and that the server runs.",
+            retryable=True,
         ) from exc
 
 

@@ -41,6 +41,8 @@ __all__ = ["JobEnded", "TaskJob", "start_task_job"]
 log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.02
+#: How long cancelled driver threads get to stop before they are left behind (a bin checks between row groups).
+STUCK_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class TaskJob:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._done = threading.Event()
+        self._abandoned = threading.Event()
 
     # ------------------------------------------------------------------ outcomes
     def _deliver(self, text: str) -> None:
@@ -100,7 +103,7 @@ class TaskJob:
         """Every outcome first (the poller drains the accumulator once more), then the end."""
         self._done.set()
         for thread in self._threads:
-            if thread is not threading.current_thread():
+            if thread is not threading.current_thread() and not self._abandoned.is_set():
                 thread.join()
         self.events.put(JobEnded(error))
 
@@ -159,22 +162,41 @@ class TaskJob:
     # ------------------------------------------------------------------ in the driver (local masters)
     def _run_in_driver(self) -> None:
         """A local master's executors share this machine: the driver's own threads run the bins, with no
-        Python worker to start and no task to serialize (about half the CPU of the same bins as Spark tasks)."""
-        from concurrent.futures import ThreadPoolExecutor, as_completed
+        Python worker to start and no task to serialize (about half the CPU of the same bins as Spark tasks).
 
+        The workers are daemon threads that stop taking bins once cancelled; a bin stops between row
+        groups. One stuck in a read that cannot be interrupted (a hung mount) is left behind by ``join``
+        rather than hanging the run; when it wakes it sees the stop and deletes what it wrote.
+        """
         from ..tasks.worker import run_task
 
-        error: BaseException | None = None
-        try:
-            threads = max(1, min(self.max_threads, self.engine.driver_threads))
-            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="OptimizeJob") as pool:
-                futures = [pool.submit(run_task, t, self._stop.is_set) for t in self.tasks]
-                for fut in as_completed(futures):
-                    self._deliver_outcome(fut.result())
-        except BaseException as exc:
-            error = exc
-        finally:
-            self._finish(error)
+        todo: queue.SimpleQueue[BinTask] = queue.SimpleQueue()
+        for task in self.tasks:
+            todo.put(task)
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            while not self._stop.is_set():
+                try:
+                    task = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    self._deliver_outcome(run_task(task, self._stop.is_set))
+                except BaseException as exc:  # run_bin types every bin failure: this is a bug, end the job
+                    errors.append(exc)
+                    self._stop.set()
+
+        threads = max(1, min(self.max_threads, self.engine.driver_threads, len(self.tasks)))
+        workers = [
+            threading.Thread(target=work, name=f"OptimizeJob-{self.group}-{i}", daemon=True) for i in range(threads)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            while worker.is_alive() and not self._abandoned.is_set():
+                worker.join(_POLL_SECONDS * 10)
+        self._finish(errors[0] if errors else None)
 
     # ------------------------------------------------------------------ control
     def start(self) -> TaskJob:
@@ -191,8 +213,22 @@ class TaskJob:
             self.engine.cancel(self.group)
 
     def join(self) -> None:
+        """Wait for the job's threads. After a cancel, driver threads get ``STUCK_SECONDS`` to notice it;
+        one still in a read that cannot be interrupted is left running (a daemon, logged), not waited for."""
+        if not self.in_driver or not self._stop.is_set():
+            for thread in self._threads:
+                thread.join()
+            return
+        until = time.monotonic() + STUCK_SECONDS
         for thread in self._threads:
-            thread.join()
+            thread.join(max(0.0, until - time.monotonic()))
+        if any(thread.is_alive() for thread in self._threads):
+            self._abandoned.set()
+            log.warning(
+                "a bin did not stop within %.0fs of being cancelled (a read that cannot be interrupted); left running "
+                "in the background: it deletes what it wrote when it wakes, and the next run removes any leftover",
+                STUCK_SECONDS,
+            )
 
 
 def start_task_job(

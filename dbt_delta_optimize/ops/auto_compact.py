@@ -37,7 +37,7 @@ from ..plan.builder import build_plan
 from ..plan.config import OptimizeConfig
 from ..plan.operation import AutoCompact
 from ..plan.predicate import select_partitions
-from .pipeline import Session, Target, execute, gate, open_snapshot
+from .pipeline import Session, Target, execute, external_paths_gate, gate, open_snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -173,7 +173,7 @@ class _Run:
         config = OptimizeConfig.resolve(settings.get_conf, sizes)
         selection = select_partitions(snapshot, (), time_zone=settings.time_zone)
         plan = build_plan(snapshot, config, selection=selection, operation=AutoCompact(chosen))
-        return execute(engine, snapshot, plan)
+        return execute(engine, snapshot, external_paths_gate(snapshot, plan))
 
 
 def auto_compact(

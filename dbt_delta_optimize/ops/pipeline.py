@@ -37,6 +37,7 @@ __all__ = [
     "Target",
     "active_conf",
     "execute",
+    "external_paths_gate",
     "local_time_zone",
     "nothing_to_do",
     "open_snapshot",
@@ -191,11 +192,19 @@ def _gated(target: Target, session: Session) -> Snapshot:
     return snapshot
 
 
+def external_paths_gate(snapshot: Snapshot, plan: OptimizePlan) -> OptimizePlan:
+    """Refuse live files outside the table root unless the plan's settings allow them; before any data is read."""
+    from ..delta.snapshot import check_external_paths
+
+    check_external_paths(snapshot, allow=plan.config.allow_external_paths)
+    return plan
+
+
 def plan_only(spark: SparkSession | None, target: Target, planner: Planner) -> OptimizePlan:
     """The dry run: the plan a run would make, through the same gate; nothing is written, no JVM for a path."""
     session = Session(spark)
     snapshot = _gated(target, session)
-    return planner(snapshot, session.settings())
+    return external_paths_gate(snapshot, planner(snapshot, session.settings()))
 
 
 def run(
@@ -214,12 +223,12 @@ def run(
     session = Session(spark)
     snapshot = _gated(target, session)
     settings = session.settings()
-    plan = planner(snapshot, settings)  # a bad predicate or setting fails here, before Spark starts
+    plan = external_paths_gate(snapshot, planner(snapshot, settings))  # fails here, before Spark starts
     if plan.is_noop and not settings.exact and session.embedded():
         return nothing_to_do(snapshot, plan, start_ms=int(time.time() * 1000))
     engine = session.engine()
     if not settings.exact:  # planned without the session that now runs it: plan with its conf
-        plan = planner(snapshot, session.settings())
+        plan = external_paths_gate(snapshot, planner(snapshot, session.settings()))
     return execute(engine, snapshot, plan, progress=progress, started=started)
 
 

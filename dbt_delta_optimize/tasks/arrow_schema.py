@@ -49,6 +49,10 @@ def _arrow_type(t: Any) -> Any:
             return pa.timestamp("us", tz="UTC")
         if t == "timestamp_ntz":
             return pa.timestamp("us")
+        if t == "variant":  # the unshredded struct the table's writer used (delta/physical_layout.py)
+            from ..delta.physical_layout import variant_arrow_type
+
+            return variant_arrow_type()
         if t.startswith("decimal("):
             p, s = t[len("decimal(") : -1].split(",")
             return pa.decimal128(int(p), int(s))

@@ -285,7 +285,10 @@ def run_bin(task: BinTask, storage: Storage, *, local: bool, stop: Callable[[], 
     if task.deadline is not None and time.time() >= task.deadline:
         return NotStarted(task.bin_id, "the time budget was spent before this bin started")
     try:
-        return _rewrite(task, storage, local, stop)
+        outcome = _rewrite(task, storage, local, stop)
+        if stop is not None and stop():  # cancelled while its last read or write ran: nothing of it may stay
+            raise _Stopped
+        return outcome
     except _Stopped:
         _discard(storage, task.output)
         return NotStarted(task.bin_id, "cancelled while it ran: the time budget's grace period ended")
