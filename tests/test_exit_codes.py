@@ -98,18 +98,18 @@ def _outcomes(tmp_path) -> dict[str, tuple[list[str], dict[str, str], int, int]]
         AWS_ALLOW_HTTP="true",
     )
     return {
-        "dry run": (["optimize", small, "--dry-run"], env, 0, 20),
-        "nothing to do": (["auto-compact", done, "--enable"], env, 0, 20),  # decided from the log: no JVM
-        "refused protocol": (["optimize", refused], env, 2, 20),
-        "missing table": (["optimize", str(tmp_path / "nowhere")], env, 2, 20),
-        "bad predicate": (["optimize", small, "--dry-run", "--where", "id = 1"], env, 2, 20),
-        "unreachable store": (["optimize", "s3://bucket/t"], unreachable, 3, 20),
+        "dry run": (["optimize", small, "--dry-run"], env, 0, 30),
+        "nothing to do": (["auto-compact", done, "--enable"], env, 0, 30),  # decided from the log: no JVM
+        "refused protocol": (["optimize", refused], env, 2, 30),
+        "missing table": (["optimize", str(tmp_path / "nowhere")], env, 2, 30),
+        "bad predicate": (["optimize", small, "--dry-run", "--where", "id = 1"], env, 2, 30),
+        "unreachable store": (["optimize", "s3://bucket/t"], unreachable, 3, 30),
     }
 
 
 @pytest.mark.slow
 def test_every_outcome_exits_with_its_code_every_time_under_load(spark, tmp_path):
-    """20 fresh processes per outcome (2 at a time) beside running Spark jobs: the documented code each time.
+    """30 fresh processes per outcome (2 at a time) beside running Spark jobs: the documented code each time.
 
     A full compaction (Spark started, files written and committed) runs 5 times on fresh copies.
     """
