@@ -165,12 +165,18 @@ def test_unreadable_data_file_is_one_line_without_stacks(tmp_path, how):
     assert log_snapshot(path) == before
 
 
-def test_debug_shows_the_executor_side_too(tmp_path):
-    """--debug: the executor's log lines and the task's Python traceback are there, then the one error line."""
+@pytest.mark.parametrize("runner", ["driver", "spark"])
+def test_debug_shows_the_task_side_too(tmp_path, runner):
+    """--debug: the task's Python traceback (from the driver's thread or the Spark task that ran the bin) is
+    there, then the one error line; without --debug it is not (test above)."""
     path, _ = _broken(tmp_path, "corrupt")
-    proc = _run(["--debug", "optimize", path], _env(tmp_path))
+    proc = _run(["--debug", "optimize", path, "--task-runner", runner], _env(tmp_path))
     assert proc.returncode == 1
-    assert "ERROR Executor" in proc.stderr and "Traceback" in proc.stderr and "\tat " in proc.stderr
+    task_side = proc.stderr[proc.stderr.find("failed in its task:") :]
+    assert "failed in its task:" in proc.stderr and "Traceback (most recent call last)" in task_side, proc.stderr[
+        -3000:
+    ]
+    assert "tasks/inputs.py" in task_side and "ParquetFile" in task_side  # where in the task it failed
     assert proc.stderr.splitlines()[-1].startswith("error: Cannot read data file")
 
 

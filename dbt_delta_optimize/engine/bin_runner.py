@@ -85,6 +85,8 @@ class BinRunner:
     def error_of(self, b: Bin, outcome: Failed) -> DeltaOptimizeError:
         """The typed error of a failed Arrow task, naming the file it concerns."""
         snap = self.rewriter.snapshot
+        if outcome.trace:
+            log.debug("%s failed in its task:\n%s", b.describe(), outcome.trace.rstrip())
         if outcome.kind == "data_file":
             logged = next((f.path for f in b.files if snap.file_path(f.path) == outcome.path), outcome.path or "")
             return DataFileError(
@@ -94,7 +96,7 @@ class BinRunner:
                 reason=outcome.message,
             )
         if outcome.kind == "storage":
-            return StorageAccessError(outcome.message)
+            return StorageAccessError(outcome.message, retryable=outcome.retryable)
         return DeltaOptimizeError(
             f"Rewriting {b.describe()} of '{snap.location}' failed: {outcome.error_type}: {outcome.message}. "
             "Nothing of this bin was committed."

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -297,10 +298,12 @@ def run_bin(task: BinTask, storage: Storage, *, local: bool, stop: Callable[[], 
         return Fallback(task.bin_id, str(exc))
     except InputFileError as exc:
         _discard(storage, task.output)
-        return Failed(task.bin_id, "data_file", "DataFileError", exc.reason, exc.path)
+        return Failed(task.bin_id, "data_file", "DataFileError", exc.reason, exc.path, trace=traceback.format_exc())
     except Exception as exc:
         _discard(storage, task.output)
-        return Failed(task.bin_id, _kind(exc), type(exc).__name__, _first_line(exc), None)
+        retryable = bool(getattr(exc, "retryable", False))
+        kind, name, trace = _kind(exc), type(exc).__name__, traceback.format_exc()
+        return Failed(task.bin_id, kind, name, _first_line(exc), None, retryable=retryable, trace=trace)
 
 
 def _kind(exc: BaseException) -> FailureKind:

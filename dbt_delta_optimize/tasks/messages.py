@@ -150,13 +150,19 @@ class Fallback:
 
 @dataclass(frozen=True)
 class Failed:
-    """The bin could not be rewritten; ``path`` names the input (or output) the failure concerns."""
+    """The bin could not be rewritten; ``path`` names the input (or output) the failure concerns.
+
+    ``retryable``: a store that may answer later. ``trace``: the task's Python traceback, which the
+    driver logs at debug level only (``--debug`` shows where in the task it failed; nothing else does).
+    """
 
     bin_id: int
     kind: FailureKind
     error_type: str
     message: str
     path: str | None = None
+    retryable: bool = False
+    trace: str | None = None
 
 
 @dataclass(frozen=True)
