@@ -1,11 +1,12 @@
 """Benchmark: the same compaction on the embedded local session, a standalone cluster and Spark Connect.
 
 Not a test. Builds one small-file table (deltalake), copies it per engine and repeat, and runs
-``optimize`` through each: the CLI on an embedded ``local[2]`` session, ``spark-submit
+``optimize`` through each: the CLI on an embedded ``local[2]`` session (bins in the driver's threads, and
+again with ``--task-runner spark``: bins as Spark tasks, the path a cluster takes), ``spark-submit
 python/optimize_job.py`` on a standalone master + worker (2 cores, executors on ``.venv-executor``,
 which lacks this package: it is shipped), and the CLI with ``--remote`` on a Spark Connect server
 (``local[2]``, the same executor venv). Prints the median optimize time (the metrics' start to end,
-so JVM start-up is not counted), the whole command's wall time, and the ratios to the local session.
+so JVM start-up is not counted), the whole command's wall time, and the ratios to both local runs.
 
     .venv/bin/python bench/cluster_compact.py [--partitions 4] [--files 25] [--rows 20000] [--repeats 2]
 """
@@ -97,7 +98,8 @@ def engines(master: str, remote: str) -> dict[str, list[str]]:
         os.path.join(ROOT, "python", "optimize_job.py"),
     ]
     return {
-        "local[2] (embedded)": [CLI, "optimize", "--json"],
+        "local[2] (embedded)": [CLI, "optimize", "--json"],  # bins in the driver's threads (task_runner auto)
+        "local[2], bins as Spark tasks": [CLI, "optimize", "--task-runner", "spark", "--json"],
         "standalone (spark-submit)": submit,
         "Spark Connect": [CLI, "--remote", remote, "optimize", "--json"],
     }
@@ -136,14 +138,15 @@ def main() -> None:
                     times.setdefault(name, []).append((opt, wall))
                     print(f"  {name}: optimize {opt:.2f} s, command {wall:.2f} s", flush=True)
         base = statistics.median(t for t, _ in times["local[2] (embedded)"])
-        print("\n| engine | median optimize | median command | optimize vs local |")
-        print("|---|---|---|---|")
+        tasks = statistics.median(t for t, _ in times["local[2], bins as Spark tasks"])
+        print("\n| engine | median optimize | median command | optimize vs local | vs local, Spark tasks |")
+        print("|---|---|---|---|---|")
         out = {}
         for name, values in times.items():
             opt = statistics.median(t for t, _ in values)
             wall = statistics.median(w for _, w in values)
-            out[name] = {"optimize_s": opt, "command_s": wall, "vs_local": opt / base}
-            print(f"| {name} | {opt:.2f} s | {wall:.2f} s | {opt / base:.2f} |")
+            out[name] = {"optimize_s": opt, "command_s": wall, "vs_local": opt / base, "vs_local_tasks": opt / tasks}
+            print(f"| {name} | {opt:.2f} s | {wall:.2f} s | {opt / base:.2f} | {opt / tasks:.2f} |")
         if args.json_out:
             with open(args.json_out, "w") as fh:
                 json.dump(out, fh, indent=2)
