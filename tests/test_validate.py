@@ -24,7 +24,14 @@ from dbt_delta_optimize.cli.inspect import health, history, validate
 from dbt_delta_optimize.delta.actions import AddFile, RemoveFile
 from dbt_delta_optimize.delta.snapshot import load_snapshot
 from dbt_delta_optimize.errors import InvalidArgumentError, TableNotFoundError, ValidationError
-from dbt_delta_optimize.inspect.validate import CODES, Finding, ValidationReport, validate_actions, validate_commit
+from dbt_delta_optimize.inspect.validate import (
+    CODES,
+    CheckedActions,
+    Finding,
+    ValidationReport,
+    validate_actions,
+    validate_commit,
+)
 from dbt_delta_optimize.inspect.validate_row_tracking import ROW_TRACKING_CODES
 
 CLI = click.Group(commands=[validate, health, history])
@@ -175,6 +182,42 @@ def test_rows_from_parquet_footers_when_stats_are_missing(ours):
     r = validate_commit(ours, 1)
     assert r.ok, r.describe()
     assert (r.rows_added, r.rows_removed) == (N, N)
+
+
+def _checked_before_commit(path: str) -> tuple[Any, CheckedActions]:
+    """What the writer checked before committing version 1: its actions against version 0."""
+    before = load_snapshot(path, 0)
+    actions = read_actions(path, 1)
+    adds = [AddFile.from_json(a) for a in adds_of(actions)]
+    removes = [RemoveFile.from_json(r) for r in removes_of(actions)]
+    report = validate_actions(before, adds, removes)
+    assert report.ok, report.describe()
+    return before, CheckedActions(before, tuple(adds), tuple(removes), report)
+
+
+def test_a_landed_commit_equal_to_the_checked_actions_is_not_checked_twice(ours, monkeypatch):
+    import dbt_delta_optimize.inspect.validate as validate_module
+
+    before, checked = _checked_before_commit(ours)
+    calls = []
+    real = validate_module.check_actions
+    monkeypatch.setattr(validate_module, "check_actions", lambda *a, **k: calls.append(1) or real(*a, **k))
+    r = validate_commit(ours, 1, before=before, checked=checked)
+    assert r.ok, r.describe()
+    assert (r.rows_added, r.rows_removed, calls) == (N, N, [])  # the writer's own check stands
+    assert validate_commit(ours, 1, before=before).ok and calls == [1]  # without it: the full check
+    other = load_snapshot(ours, 0)  # checked against another snapshot object: not taken on trust
+    assert validate_commit(ours, 1, before=other, checked=checked).ok and calls == [1, 1]
+
+
+def test_a_landed_commit_that_differs_from_the_checked_actions_is_checked_in_full(ours):
+    before, checked = _checked_before_commit(ours)
+    actions = read_actions(ours, 1)
+    adds_of(actions)[0]["size"] += 1  # not what the writer checked (and wrong)
+    recompute_metrics(actions)
+    write_actions(ours, 1, actions)
+    r = validate_commit(ours, 1, before=before, checked=checked)
+    assert not r.ok and "add_size_mismatch" in r.codes, r.describe()
 
 
 def test_a_write_commit_is_bad_input(ours):

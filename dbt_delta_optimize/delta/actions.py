@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -41,6 +42,8 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if isinstance(d, MappingProxyType):  # already a frozen copy (an AddFile's own, carried to its RemoveFile)
+        return d
     return MappingProxyType(dict(d)) if d else _EMPTY
 
 
@@ -197,8 +200,9 @@ class AddFile:
     def parsed_stats(self) -> dict[str, Any] | None:
         return parse_stats(self.stats)
 
-    @property
+    @cached_property
     def num_records(self) -> int | None:
+        """numRecords of the stats, parsed once (validation and planning ask for it per file)."""
         st = self.parsed_stats
         n = st.get("numRecords") if st else None
         return int(n) if n is not None else None

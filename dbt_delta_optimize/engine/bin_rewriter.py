@@ -373,6 +373,7 @@ class BinRewriter:
 
     def _rewrite_with_spark(self, b: Bin, group: str) -> BinResult:
         started = time.perf_counter()
+        self.engine.prepare_python_tasks()  # its reads and writes are Python tasks too (once per session)
         staging = join(self.journal.folder, uuid.uuid4().hex)
         description = f"{self.snapshot.location}<br/>Optimizing {b.describe()}"
         # Column mapping's id mode: Spark reads Parquet columns by field id, as delta-spark does.

@@ -25,6 +25,7 @@ from ..errors import (
     ProtocolChangedError,
     ValidationError,
 )
+from ..inspect.live_files import LiveFiles
 from ..plan.metrics import operation_metrics
 from ..plan.planner import Bin, OptimizePlan
 from .bin_rewriter import BinResult
@@ -32,6 +33,7 @@ from .data_files import lying_stats
 
 if TYPE_CHECKING:
     from ..inspect.findings import ValidationReport
+    from ..inspect.validate import CheckedActions
 
 __all__ = ["BatchCommit", "DroppedBin", "commit_batch", "operation_parameters"]
 
@@ -55,7 +57,7 @@ def _still_safe(snapshot: Snapshot, files_read: Sequence[AddFile]) -> Snapshot |
     return latest
 
 
-def _check_landed(snapshot: Snapshot, version: int) -> None:
+def _check_landed(snapshot: Snapshot, version: int, live: LiveFiles, checked: CheckedActions | None) -> None:
     """Re-read the commit that just landed; a finding here is a bug, reported with the way back.
 
     Without a concurrent commit between (the usual case) the snapshot we planned on is the version
@@ -63,7 +65,9 @@ def _check_landed(snapshot: Snapshot, version: int) -> None:
     """
     from ..inspect.validate import validate_commit
 
-    report = validate_commit(snapshot.location, version, storage=snapshot.storage, before=snapshot)
+    report = validate_commit(
+        snapshot.location, version, storage=snapshot.storage, before=snapshot, live=live, checked=checked
+    )
     if not report.ok:
         raise ValidationError(
             f"OPTIMIZE commit {version} of {snapshot.location} failed validation after landing: "
@@ -175,7 +179,7 @@ def commit_batch(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinRe
 
 
 def _commit_once(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult]) -> CommitResult:
-    from ..inspect.validate import validate_actions
+    from ..inspect.validate import CheckedActions, validate_actions
 
     config = plan.config
     adds = [a for r in results for a in r.adds]
@@ -183,11 +187,15 @@ def _commit_once(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinRe
     files_read = [f for r in results for f in r.bin.files]
     dvs = sum(1 for f in files_read if f.deletion_vector is not None)
     metrics = operation_metrics([a.size for a in adds], [r.size or 0 for r in removes], dvs)
+    live = LiveFiles(snapshot)  # the removes' live files, looked up once for both checks
+    checked = None
     if config.validate_commits:
-        _check_planned(snapshot, files_read, validate_actions(snapshot, adds, removes))
+        report = validate_actions(snapshot, adds, removes, live=live)
+        _check_planned(snapshot, files_read, report)
+        checked = CheckedActions(snapshot, tuple(adds), tuple(removes), report)
     txn = Transaction(snapshot, max_attempts=config.max_commit_attempts)
     txn.track_read(files_read)
     result = txn.commit([*adds, *removes], plan.commit_name, operation_parameters(plan), metrics)
     if config.validate_commits:
-        _check_landed(snapshot, result.version)
+        _check_landed(snapshot, result.version, live, checked)
     return result

@@ -100,7 +100,7 @@ class OptimizeExecutor:
         cleaned = clean_debris(snap.storage, snap.location)
         if cleaned.removed:
             log.info("removed what earlier killed runs left in %s: %s", snap.location, cleaned.to_dict())
-        if plan.bins:
+        if plan.bins and not self.engine.runs_tasks_in_driver(self.config.task_runner):
             self.engine.prepare_python_tasks()  # a cluster's executors get this package before the first task
         journal = RunJournal(snap.storage, snap.location, read_version=snap.version)
         rewriter = BinRewriter(self.engine, snap, plan, journal, self.operation_timestamp)

@@ -36,6 +36,7 @@ Finding codes (see ``CODES``):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import ADD, COMMIT_INFO, METADATA, PROTOCOL, REMOVE, AddFile, RemoveFile
@@ -57,6 +58,7 @@ __all__ = [
     "OTHER",
     "OURS",
     "REARRANGING_OPERATIONS",
+    "CheckedActions",
     "Finding",
     "ValidationReport",
     "commit_engine",
@@ -95,6 +97,28 @@ CODES = (
 )
 
 
+@dataclass(frozen=True)
+class CheckedActions:
+    """Actions ``validate_actions`` found clean against ``snapshot``, as they were committed.
+
+    A landed commit holding exactly these actions (parsed back from the log, compared field by field)
+    needs no second pass over their files; its commitInfo and row tracking are still checked.
+    """
+
+    snapshot: Snapshot
+    adds: tuple[AddFile, ...]
+    removes: tuple[RemoveFile, ...]
+    report: ValidationReport
+
+    def covers(self, before: Snapshot | None, adds: Sequence[AddFile], removes: Sequence[RemoveFile]) -> bool:
+        return (
+            self.report.ok
+            and before is self.snapshot
+            and list(adds) == list(self.adds)
+            and list(removes) == list(self.removes)
+        )
+
+
 def validate_actions(
     snapshot: Snapshot,
     adds: Sequence[AddFile],
@@ -102,11 +126,13 @@ def validate_actions(
     *,
     operation: str = "OPTIMIZE",
     check_footers: bool = True,
+    live: LiveFiles | None = None,
 ) -> ValidationReport:
     """Check planned actions against the snapshot they were planned on, before they are committed.
 
     Pure (no Spark): the added files must already be in place. ``check_footers`` also compares
-    each add's numRecords with its Parquet footer (one small read per added file).
+    each add's numRecords with its Parquet footer (one small read per added file). ``live``: the
+    snapshot's live files, when the caller validates the landed commit against them afterwards.
     """
     findings: list[Finding] = []
     added, removed = check_actions(
@@ -117,6 +143,7 @@ def validate_actions(
         findings,
         storage=snapshot.storage,
         check_footers=check_footers,
+        live=live,
     )
     return ValidationReport(
         table=snapshot.location,
@@ -223,11 +250,15 @@ def validate_commit(
     check_footers: bool = True,
     storage: Storage | None = None,
     before: Snapshot | None = None,
+    live: LiveFiles | None = None,
+    checked: CheckedActions | None = None,
 ) -> ValidationReport:
     """Validate a landed data-rearranging commit against version - 1 (default: the latest OPTIMIZE/REORG).
 
     ``before``: the table at version - 1 when the caller has it (the writer of the commit), so the log
-    is not replayed again. Raises InvalidArgumentError when the version is not a data-rearranging
+    is not replayed again; ``live``: its live files, already looked up by the caller's own check;
+    ``checked``: the actions the writer validated before committing (their file checks are not redone
+    when the landed commit holds exactly them). Raises InvalidArgumentError when the version is not a data-rearranging
     commit, and TableNotFoundError / NotADeltaTableError for a missing table or version.
     """
     from ..delta.snapshot import latest_version, load_snapshot, read_commit
@@ -248,10 +279,13 @@ def validate_commit(
     _check_is_rearranging(table, version, info, adds, removes, findings)
     if before is None and version > 0:
         before = load_snapshot(root, version - 1, storage=storage)
-    live = LiveFiles(before)
-    added, removed = check_actions(
-        root, before, adds, removes, findings, storage=storage, check_footers=check_footers, live=live
-    )
+    live = live if live is not None and before is not None and live.snapshot is before else LiveFiles(before)
+    if checked is not None and checked.covers(before, adds, removes):
+        added, removed = checked.report.rows_added, checked.report.rows_removed
+    else:
+        added, removed = check_actions(
+            root, before, adds, removes, findings, storage=storage, check_footers=check_footers, live=live
+        )
     if info is not None:
         findings.extend(check_commit_info(info, version, adds, removes, _removed_sizes(removes, live, root)))
     findings.extend(check_row_tracking(raw, version, before, adds, removes, storage=storage, live=live))

@@ -107,6 +107,17 @@ def _column_index(table: Any, by_id: bool) -> tuple[dict[str, int], dict[bytes, 
     return by_lower, ids
 
 
+def _same_columns(table: Any, target: Any, by_lower: dict[str, int]) -> Any:
+    """The table's columns in target order when each has the target's type (a reorder only), else None."""
+    indices = [by_lower.get(f.name.lower()) for f in target]
+    if any(i is None for i in indices):
+        return None
+    picked = table.select(indices)
+    if not picked.schema.equals(target, check_metadata=False):
+        return None
+    return picked.rename_columns(target.names)
+
+
 def conform(table: Any, target: Any, *, by_id: bool = False) -> Any:
     """Reorder, cast and null-fill a file's columns to the table schema.
 
@@ -118,6 +129,10 @@ def conform(table: Any, target: Any, *, by_id: bool = False) -> Any:
     if table.schema.equals(target, check_metadata=False) and (not by_id or table.schema.equals(target, True)):
         return table
     by_lower, ids = _column_index(table, by_id)
+    if not by_id and table.num_columns == len(by_lower):
+        same = _same_columns(table, target, by_lower)
+        if same is not None:
+            return same
     columns = []
     for field in target:
         fid = _field_id(field)  # the hidden row-tracking columns have no id: matched by name

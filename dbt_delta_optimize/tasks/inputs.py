@@ -144,6 +144,31 @@ def _open_fetched(storage: Storage, f: InputFile, fut: Future[bytes] | None) -> 
     return f, _parquet(handle, f.path), None
 
 
+class _TargetColumns:
+    """What every file of a bin is checked against, worked out once per bin rather than once per file."""
+
+    def __init__(self, target: Any) -> None:
+        # Without column mapping a file must hold some of the table's columns (with it, a file may hold
+        # only columns dropped since, all read as null).
+        self.mapped = any((f.metadata or {}).get(b"PARQUET:field_id") for f in target)
+        self.lower = {n.lower() for n in target.names}
+        self._read: dict[tuple[str, ...], list[str] | None] = {}
+
+    def disjoint(self, names: Sequence[str]) -> bool:
+        return not self.mapped and bool(self.lower) and not self.lower & {n.lower() for n in names}
+
+    def to_read(self, names: tuple[str, ...]) -> list[str] | None:
+        """The file's columns the table uses (None: all), so a column it does not use is not decoded.
+
+        Files that also hold the partition columns, or columns dropped since, are common; with column
+        mapping the file's names are physical ones, matched later by id, so everything is read.
+        """
+        if names not in self._read:
+            used = [n for n in names if n.lower() in self.lower]
+            self._read[names] = None if self.mapped or len(used) == len(names) else used
+        return self._read[names]
+
+
 def live_row_groups(
     pf: Any,
     path: str,
@@ -153,26 +178,26 @@ def live_row_groups(
     *,
     by_id: bool = False,
     source: Any = None,
+    columns: _TargetColumns | None = None,
 ) -> Iterator[Any]:
     """A file's row groups in the table schema, without the rows its deletion vector deletes (by position).
 
     ``fill`` (the row tracking step) sees each row group with its physical start position, before the
     deleted rows are dropped, so row ids come from physical positions as the protocol defines them.
+    ``columns``: the bin's shared view of ``target``.
     """
-    names = {n.lower() for n in pf.schema_arrow.names}
-    # Without column mapping a file must hold some of the table's columns (with it, a file may hold only
-    # columns dropped since, all read as null).
-    mapped = any((f.metadata or {}).get(b"PARQUET:field_id") for f in target)
-    if not mapped and target.names and not names & {n.lower() for n in target.names} and pf.metadata.num_rows:
+    columns = columns or _TargetColumns(target)
+    names = tuple(pf.schema_arrow.names)
+    if columns.disjoint(names) and pf.metadata.num_rows:
         raise InputFileError(
             path,
-            f"its columns {sorted(pf.schema_arrow.names)[:5]} are none of the table's "
-            f"({sorted(target.names)[:5]}): schema mismatch",
+            f"its columns {sorted(names)[:5]} are none of the table's ({sorted(target.names)[:5]}): schema mismatch",
         )
     start = 0
+    read = columns.to_read(names)
     for rg in range(pf.num_row_groups):
         try:
-            raw = pf.read_row_group(rg, use_threads=False)
+            raw = pf.read_row_group(rg, columns=read, use_threads=False)
         except Exception as exc:
             raise InputFileError(path, _reason(exc, *_ends(source))) from exc
         yield live_rows(raw, start, target, deleted, fill, by_id=by_id)
@@ -216,6 +241,8 @@ def read_live_tables(
     """Every input's live rows, conformed to ``target``, as Arrow tables in input order."""
     from ..delta.deletion_vectors import load_deleted_rows
 
+    columns = _TargetColumns(target)
     for f, pf, source in open_inputs(storage, inputs, local=local):
         deleted = load_deleted_rows(f.deletion_vector, root=root, storage=storage) if f.deletion_vector else None
-        yield from live_row_groups(pf, f.path, target, deleted, filler(row_tracking, f), by_id=by_id, source=source)
+        fill = filler(row_tracking, f)
+        yield from live_row_groups(pf, f.path, target, deleted, fill, by_id=by_id, source=source, columns=columns)
