@@ -215,7 +215,9 @@ def test_cli_remote(connect_server, tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, brief(proc.stderr)
-    assert json.loads(proc.stdout)["numFilesAdded"] == 4 and rows(path) == before
+    metrics = json.loads(proc.stdout)
+    assert metrics["numFilesAdded"] == 4 and rows(path) == before
+    assert metrics["totalClusterParallelism"] == 2  # the server's local[2], read from a range's plan
     # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 3 (retry later).
     proc = subprocess.run(
         [cli, "optimize", path, "--json"],

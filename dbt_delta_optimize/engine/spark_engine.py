@@ -16,6 +16,7 @@ a batch of bin tasks as one job.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -89,10 +90,22 @@ class SparkEngine:
         return self._parallelism
 
     def _range_partitions(self) -> int:
+        """A range without a partition count gets the cluster's default parallelism: read from its physical
+        plan (``Range (..., splits=N)``, one analyze call), or counted with a JVM-only job if the plan hides it.
+
+        The job costs a shuffle on every Connect run, where nothing cheaper says how many cores there are.
+        """
         from pyspark.sql import functions as F
 
-        # A range without a partition count gets the cluster's default parallelism (a JVM-only job).
-        return max(1, self.spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).distinct().count())
+        frame = self.spark.range(0, 1 << 16)
+        explain = getattr(frame, "_explain_string", None)
+        try:
+            found = re.search(r"\bsplits=(\d+)", explain(mode="simple")) if explain is not None else None
+        except Exception:  # an older client or server: count instead
+            found = None
+        if found is not None:
+            return max(1, int(found.group(1)))
+        return max(1, frame.select(F.spark_partition_id().alias("p")).distinct().count())
 
     #: Defaults no real setting has: Connect type-checks a default against the key (an int for int keys).
     _UNSET = ("\u0000unset", "-1234567891")
