@@ -1,7 +1,8 @@
 """Benchmark: our OPTIMIZE vs delta-spark's OPTIMIZE SQL vs deltalake's optimize.compact().
 
 Not a test. Builds small-file tables, copies each per engine and repeat, times every engine in
-this one process (delta-spark in the same Spark session as ours), alternating the order over
+this one process (delta-spark in the same Spark session as ours) after one untimed warm-up call of
+each (a warm session: first-call imports and JIT are not counted), alternating the order over
 repeats, and prints median wall times, the ratios ours/delta-spark and ours/delta-rs, and a raw
 pyarrow read+write of the same bytes as the physical floor.
 
@@ -134,6 +135,14 @@ def bench_case(spark, work: str, name: str, partitions: int, files: int, rows: i
     print(f"[{name}] built {n_files} files, {size / 1e6:.1f} MB in {time.time() - t0:.0f}s", flush=True)
     times: dict[str, list[float]] = {e: [] for e in ENGINES}
     order = list(ENGINES)
+    for engine in order:  # warm session: every engine's first call (imports, JIT, pools) is not timed
+        dst = os.path.join(work, f"{name}-{engine}-warmup")
+        shutil.copytree(src, dst)
+        t = time.perf_counter()
+        ENGINES[engine](spark, dst)
+        print(f"[{name}] warm-up  {engine:>13}: {time.perf_counter() - t:7.2f}s (not counted)", flush=True)
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.rmtree(dst + "_floor", ignore_errors=True)
     for r in range(repeats):
         seq = order if r % 2 == 0 else list(reversed(order))
         for engine in seq:

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..delta.file_table import FileTable, RawKey
 from ..errors import InvalidArgumentError, InvalidPredicateError
-from .predicate_compile import Compiled, Scope, compile_predicate, parse_predicate
+from .predicate_nodes import Scope
 from .sql_values import cast_value, delta_type
+
+if TYPE_CHECKING:
+    from .predicate_compile import Compiled
 
 __all__ = ["PartitionSelection", "SnapshotLike", "parse_predicates", "select_partitions"]
 
@@ -64,6 +67,8 @@ def _check_text(text: object) -> str:
 
 
 def _compile_all(predicates: Sequence[str], scope: Scope) -> list[Compiled]:
+    from .predicate_compile import compile_predicate, parse_predicate  # sqlglot: imported when a predicate comes
+
     return [compile_predicate(parse_predicate(_check_text(p)), _check_text(p), scope) for p in predicates]
 
 
