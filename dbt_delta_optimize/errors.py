@@ -31,6 +31,7 @@ __all__ = [
     "NotADeltaTableError",
     "ProtocolChangedError",
     "SparkConnectError",
+    "SparkStartError",
     "StorageAccessError",
     "TableNotFoundError",
     "UnsafePathError",
@@ -82,6 +83,10 @@ class SparkConnectError(DeltaOptimizeError, OSError):
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class SparkStartError(DeltaOptimizeError):
+    """The embedded Spark session could not start (no Java, a ``JAVA_HOME`` without one): fix the set-up."""
 
 
 class TableNotFoundError(DeltaOptimizeError):
@@ -169,6 +174,7 @@ BAD_INPUT_ERRORS: tuple[type[DeltaOptimizeError], ...] = (
     CorruptLogError,
     StorageAccessError,
     SparkConnectError,
+    SparkStartError,
 )
 
 

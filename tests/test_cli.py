@@ -395,3 +395,77 @@ def test_logging_is_configured_by_global_options_and_restored(tmp_path):
     finally:
         cli_inspect._summary = real
     assert (ours.level, ours.propagate, list(ours.handlers)) == before
+
+
+# ----------------------------------------------------------------------------- the embedded JVM on demand
+COMPACT_IN_PROCESS = """
+import sys
+from dbt_delta_optimize.cli.main import cli
+try:
+    cli.main(["optimize", *sys.argv[1:], "--json"], standalone_mode=False)
+finally:
+    print("JVM", "pyspark" in sys.modules or "py4j" in sys.modules, file=sys.stderr)
+"""
+
+
+def _without_java(tmp_path) -> dict[str, str]:
+    """An environment whose JAVA_HOME has no Java (spark-class and our check both take JAVA_HOME first)."""
+    return {**os.environ, "JAVA_HOME": str(tmp_path / "no-java"), "COLUMNS": "300"}
+
+
+def test_compaction_runs_without_java_and_clustering_without_it_is_one_clear_line(tmp_path):
+    """Bins in the driver's threads need no JVM: the embedded session is started only for work that needs
+    Spark. So a machine without Java compacts, and a Z-order there is refused in one line, nothing written."""
+    from tests.helpers import rows_deltars
+
+    path = write_table(tmp_path / "t", partitions=3, files=3)
+    before, versions = rows_deltars(path), log_versions(path)
+    r = subprocess.run(
+        [sys.executable, "-c", COMPACT_IN_PROCESS, path], env=_without_java(tmp_path), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    metrics = json.loads(r.stdout)
+    assert (metrics["numFilesRemoved"], metrics["numFilesAdded"], metrics["totalClusterParallelism"]) == (9, 3, 2)
+    assert (
+        "JVM False" in r.stderr and rows_deltars(path) == before and log_versions(path) == [*versions, versions[-1] + 1]
+    )
+
+    z = str(tmp_path / "z")
+    write_table(z, partitions=2)
+    files, zversions = data_files(z), log_versions(z)
+    r = subprocess.run(
+        [SCRIPT, "optimize", z, "--zorder-by", "id"], env=_without_java(tmp_path), capture_output=True, text=True
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: the embedded Spark session needs Java 17") and "JAVA_HOME=" in r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert data_files(z) == files and log_versions(z) == zversions
+
+
+@pytest.mark.slow
+def test_a_bin_that_falls_back_to_spark_starts_the_embedded_session_then(tmp_path):
+    """A file in Spark's legacy hybrid calendar is found only by the task reading it: the deferred session
+    starts from that bin's thread, the bin is rewritten by Spark, and both readers see the same rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import convert_to_deltalake
+
+    from tests.helpers import rows_deltars
+
+    path = tmp_path / "legacy"
+    path.mkdir()
+    legacy = {b"org.apache.spark.legacyDateTime": b"", b"org.apache.spark.version": b"3.0.0"}
+    for i in range(4):
+        data = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "v": [f"v{i}"] * 10})
+        pq.write_table(data.replace_schema_metadata(legacy if i == 0 else None), str(path / f"part-{i}.parquet"))
+    convert_to_deltalake(str(path))
+    before = rows_deltars(str(path))
+    r = subprocess.run(
+        [sys.executable, "-c", COMPACT_IN_PROCESS, str(path)], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    metrics = json.loads(r.stdout)
+    assert (metrics["numFilesRemoved"], metrics["numFilesAdded"]) == (4, 1), metrics
+    assert len(metrics["sparkFallbacks"]) == 1 and "legacy hybrid calendar" in json.dumps(metrics["sparkFallbacks"])
+    assert "JVM True" in r.stderr
+    assert rows_deltars(str(path)) == before

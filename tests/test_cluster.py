@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from dbt_delta_optimize.delta.snapshot import load_snapshot
 from tests.helpers import deltalake_table
 from tests.servers import EXECUTOR_PYTHON, ROOT, delta_confs, spark_home
 
@@ -241,10 +242,12 @@ def test_dbt_project_through_spark_connect(connect_server, tmp_path):
         DBT_SEND_ANONYMOUS_USAGE_STATS="false",
     )
     dbt = os.path.join(os.path.dirname(sys.executable), "dbt")
-    for args in (["deps"], ["build", "--target", "connect", "-s", "raw_events", "events_zordered"]):
+    results = tmp_path / "target" / "delta_optimize_results.json"
+    build = ["build", "--target", "connect", "-s", "raw_events", "events_zordered", "events_merge"]
+    for args in (["deps"], build):
         proc = subprocess.run([dbt, *args], cwd=project, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, brief(proc.stdout + proc.stderr)
-    (record,) = json.loads((tmp_path / "target" / "delta_optimize_results.json").read_text())
+    record = {r["table"]: r for r in json.loads(results.read_text())}["ddo_it.events_zordered"]
     assert record["status"] == "optimized" and record["files_before"] > record["files_after"] == 1, record
     path = os.path.join(connect_server.warehouse, "ddo_it.db", "events_zordered")
     (commit, *_) = DeltaTable(path).history()
@@ -252,6 +255,28 @@ def test_dbt_project_through_spark_connect(connect_server, tmp_path):
         "user_id",
         "amount",
     ]
-    assert "Traceback" not in proc.stdout
-    assert FALLBACK not in proc.stdout + proc.stderr  # the hook's bins took the Arrow path on the server
-    assert record["metrics"]["sparkFallbacks"] == [], record["metrics"]["sparkFallbacks"]
+    assert "Traceback" not in proc.stdout and FALLBACK not in proc.stdout + proc.stderr
+
+    # A MERGE leaves deletion vectors and small files; its post-hook compacts them with Arrow bins, which
+    # run as Spark tasks on the server's Python workers (a Python without this package): no fallback.
+    merge = os.path.join(connect_server.warehouse, "ddo_it.db", "events_merge")
+    before = rows_of(merge)
+    run = ["run", "--target", "connect", "-s", "events_merge", "--vars", "{batch: 1}"]
+    proc = subprocess.run([dbt, *run], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, brief(proc.stdout + proc.stderr)
+    (record,) = json.loads(results.read_text())
+    metrics = record["auto_compact"]["metrics"]
+    assert record["status"] == "runOnModifiedPartitions" and record["files_after"] == 1, record
+    assert metrics["numFilesRemoved"] > metrics["numFilesAdded"] == 1, metrics
+    assert metrics["sparkFallbacks"] == [] and FALLBACK not in proc.stdout + proc.stderr, metrics
+    assert metrics["numBins"] == 1 and metrics["totalClusterParallelism"] == 2  # one Spark job on the server
+    after = rows_of(merge)
+    assert len(after) == len(before) and sorted(r[0] for r in after) == sorted(r[0] for r in before)
+    changed = [r for r in after if r[0] % 3 == 0]
+    assert changed and all(r[-1] == 1 for r in changed) and all(r[-1] == 0 for r in after if r[0] % 3)
+    assert all(f.deletion_vector is None for f in load_snapshot(merge).files)
+
+
+def rows_of(path: str) -> list[tuple]:
+    t = deltalake_table(path)
+    return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names)))

@@ -111,10 +111,10 @@ def _outcomes(tmp_path) -> dict[str, tuple[list[str], dict[str, str], int, int]]
 def test_every_outcome_exits_with_its_code_every_time_under_load(spark, tmp_path):
     """30 fresh processes per outcome (2 at a time) beside running Spark jobs: the documented code each time.
 
-    A full compaction (Spark started, files written and committed) runs 5 times on fresh copies.
+    A full compaction (files written and committed; its bins need no JVM) runs 30 times on fresh tables.
     """
     outcomes = _outcomes(tmp_path)
-    compactions = [_table(str(tmp_path / f"compact{i}")) for i in range(5)]
+    compactions = [_table(str(tmp_path / f"compact{i}")) for i in range(30)]
     env = _env(tmp_path)
     jobs = [(name, args, job_env, code) for name, (args, job_env, code, runs) in outcomes.items() for _ in range(runs)]
     jobs += [("compaction", ["optimize", path], env, 0) for path in compactions]

@@ -9,11 +9,12 @@ under the table root (optionally below a random prefix folder), ``p`` an absolut
 On disk a DV file is a version byte (1) and blocks of [size: int32 BE][payload][CRC-32: int32 BE];
 the descriptor's offset points at the size. The payload is a RoaringBitmapArray: magic 1681511377
 (int32 LE), the number of 32-bit bitmaps (int64 LE), then per bitmap its high 32 bits (int32 LE)
-and a portable-format Roaring bitmap, decoded by pyroaring.
+and a portable-format Roaring bitmap, decoded here with numpy (``_portable``).
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 import uuid
 import zlib
@@ -98,25 +99,111 @@ def _payload(dv: DeletionVector, root: str, storage: Storage) -> bytes:
     return data
 
 
-def _decode(data: bytes) -> list[int]:
-    from pyroaring import BitMap
+_SERIAL_COOKIE = 12347  #: portable Roaring with run containers (the high 16 bits: containers - 1)
+_SERIAL_COOKIE_NO_RUN = 12346  #: portable Roaring without run containers (a uint32 count follows)
+_NO_OFFSET_THRESHOLD = 4  #: with run containers, fewer containers than this have no offset header
+_ARRAY_MAX = 4096  #: a non-run container with more values than this is a 2^16-bit bitmap
+
+
+def _take(data: bytes, pos: int, n: int) -> int:
+    """The position after ``n`` more bytes from ``pos``; an error if the data ends before."""
+    if n < 0 or pos + n > len(data):
+        raise ValueError("the bitmap ends before its containers do")
+    return pos + n
+
+
+def _container(data: bytes, pos: int, run: bool, cardinality: int) -> tuple[Any, int]:
+    """The low 16 bits of one container's values (sorted, unique) and the position after it."""
+    import numpy as np
+
+    if run:
+        (runs,) = struct.unpack_from("<H", data, _take(data, pos, 2) - 2)
+        end = _take(data, pos + 2, 4 * runs)
+        pairs = np.frombuffer(data, "<u2", 2 * runs, pos + 2).astype(np.int64).reshape(-1, 2)
+        starts, lengths = pairs[:, 0], pairs[:, 1] + 1
+        if np.any(starts + lengths > 1 << 16) or np.any(starts[1:] < starts[:-1] + lengths[:-1]):
+            raise ValueError("a run container's runs overlap or leave the container")
+        total = int(lengths.sum())
+        values = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(total)
+        return values, end
+    if cardinality <= _ARRAY_MAX:
+        end = _take(data, pos, 2 * cardinality)
+        values = np.frombuffer(data, "<u2", cardinality, pos).astype(np.int64)
+        if np.any(values[1:] <= values[:-1]):
+            raise ValueError("an array container is not sorted")
+        return values, end
+    end = _take(data, pos, 8192)
+    bits = np.unpackbits(np.frombuffer(data, np.uint8, 8192, pos), bitorder="little")
+    return np.flatnonzero(bits).astype(np.int64), end
+
+
+def _headers(data: bytes, pos: int) -> tuple[list[tuple[int, int, bool]], int]:
+    """(key, cardinality, is run) per container of the portable bitmap at ``pos``, and where containers start."""
+    (cookie,) = struct.unpack_from("<I", data, _take(data, pos, 4) - 4)
+    pos += 4
+    if cookie & 0xFFFF == _SERIAL_COOKIE:
+        size = (cookie >> 16) + 1
+        flags = data[pos : _take(data, pos, (size + 7) // 8)]
+        pos += (size + 7) // 8
+        runs = [bool(flags[i // 8] >> (i % 8) & 1) for i in range(size)]
+        has_offsets = size >= _NO_OFFSET_THRESHOLD
+    elif cookie == _SERIAL_COOKIE_NO_RUN:
+        (size,) = struct.unpack_from("<I", data, _take(data, pos, 4) - 4)
+        pos += 4
+        runs, has_offsets = [False] * min(size, 1 << 16), True
+    else:
+        raise ValueError(f"not a portable Roaring bitmap (cookie {cookie})")
+    if size > 1 << 16:  # one container per 16-bit key at most
+        raise ValueError(f"{size} containers")
+    keys = struct.unpack_from(f"<{2 * size}H", data, _take(data, pos, 4 * size) - 4 * size)
+    pos += 4 * size + (4 * size if has_offsets else 0)
+    _take(data, pos, 0)
+    headers = [(keys[2 * i], keys[2 * i + 1] + 1, runs[i]) for i in range(size)]
+    if any(b[0] <= a[0] for a, b in itertools.pairwise(headers)):
+        raise ValueError("container keys are not increasing")
+    return headers, pos
+
+
+def _portable(data: bytes, pos: int) -> tuple[Any, int]:
+    """One portable-format Roaring bitmap (RoaringFormatSpec) at ``pos``: its values and the end.
+
+    Decoded with numpy (no per-value Python, no native Roaring library): a Spark worker's Python has
+    numpy wherever it has pyarrow, so deletion vectors are read the same way on the driver and on any
+    cluster's executors.
+    """
+    import numpy as np
+
+    headers, pos = _headers(data, pos)
+    parts = []
+    for key, cardinality, run in headers:
+        values, pos = _container(data, pos, run, cardinality)
+        if len(values) != cardinality:
+            raise ValueError(f"a container holds {len(values)} values but its header says {cardinality}")
+        parts.append(values + (key << 16))
+    return (np.concatenate(parts) if parts else np.zeros(0, np.int64)), pos
+
+
+def _decode(data: bytes) -> Any:
+    """The sorted row positions of a RoaringBitmapArray (int64 numpy array)."""
+    import numpy as np
 
     magic, count = struct.unpack_from("<iq", data, 0)
     if magic != DV_MAGIC or count < 0:
         raise ValueError("not a RoaringBitmapArray (bad magic or count)")
-    pos, rows = 12, list[int]()
+    pos, parts, last = 12, [], -1
     for _ in range(count):
-        (high,) = struct.unpack_from("<i", data, pos)
-        bitmap = BitMap.deserialize(data[pos + 4 :])
-        pos += 4 + len(bitmap.serialize())  # the portable format is canonical for a decoded bitmap
-        rows.extend((high << 32) | low for low in bitmap)
+        (high,) = struct.unpack_from("<i", data, _take(data, pos, 4) - 4)
+        if high <= last:
+            raise ValueError("the bitmaps' high 32 bits are not increasing")
+        values, pos = _portable(data, pos + 4)
+        parts.append(values + (high << 32))
+        last = high
     if pos != len(data):
         raise ValueError(f"{len(data) - pos} trailing bytes after the bitmaps")
-    return rows
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def deleted_rows(dv: DeletionVector, *, root: str, storage: Storage) -> list[int]:
-    """The sorted row indexes a DV deletes, after checking size, checksum and cardinality."""
+def _deleted_array(dv: DeletionVector, root: str, storage: Storage) -> Any:
     data = _payload(dv, root, storage)
     try:
         rows = _decode(data)
@@ -124,6 +211,12 @@ def deleted_rows(dv: DeletionVector, *, root: str, storage: Storage) -> list[int
         raise _bad(dv, root, f"the bitmap cannot be decoded ({exc})") from exc
     if len(rows) != dv.cardinality:
         raise _bad(dv, root, f"it holds {len(rows)} rows but its cardinality says {dv.cardinality}")
+    return rows
+
+
+def deleted_rows(dv: DeletionVector, *, root: str, storage: Storage) -> list[int]:
+    """The sorted row indexes a DV deletes, after checking size, checksum and cardinality."""
+    rows: list[int] = _deleted_array(dv, root, storage).tolist()
     return rows
 
 
@@ -156,4 +249,4 @@ def load_deleted_rows(dv: Mapping[str, Any] | DeletionVector, *, root: str, stor
     parsed = dv if isinstance(dv, DeletionVector) else DeletionVector.from_json(dv)
     if parsed is None:
         return DeletedRows(np.zeros(0, dtype=np.int64))
-    return DeletedRows(np.asarray(deleted_rows(parsed, root=root, storage=storage), dtype=np.int64))
+    return DeletedRows(_deleted_array(parsed, root, storage))

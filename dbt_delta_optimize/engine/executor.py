@@ -108,6 +108,8 @@ class OptimizeExecutor:
         runner = self._runner(rewriter, group, progress)
         run = _Run()
         try:
+            if any(not rewriter.takes_arrow(b) for b in plan.bins):
+                self.engine.start()  # a deferred embedded session starts here, not in a bin's thread
             for batch in plan.batches:
                 if runner.out_of_time():
                     runner.left.extend(batch)

@@ -19,6 +19,7 @@ from ..errors import (
     InvalidArgumentError,
     NotADeltaTableError,
     SparkConnectError,
+    SparkStartError,
     TableNotFoundError,
 )
 from .jars import DELTA_JVM_VERSION, cached_jars, default_home, delta_artifact, resolve_jars
@@ -33,6 +34,7 @@ __all__ = [
     "connect_session",
     "delta_jars",
     "delta_maven_coordinate",
+    "embedded_conf_is_default",
     "embedded_parallelism",
     "get_spark",
     "is_path",
@@ -75,6 +77,25 @@ def delta_maven_coordinate() -> str:
 def embedded_parallelism() -> int:
     """``spark.default.parallelism`` of the embedded session (what its metrics report, started or not)."""
     return max(2, os.cpu_count() or 2)
+
+
+def embedded_conf_is_default() -> bool:
+    """Whether a new embedded session would have only our confs: no ``spark-defaults.conf`` (in
+    ``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``) and no ``PYSPARK_SUBMIT_ARGS`` could set others.
+
+    Then what it would answer (settings, time zone, parallelism) is known without starting it.
+    """
+    if os.environ.get("PYSPARK_SUBMIT_ARGS"):
+        return False
+    folders = [os.environ.get("SPARK_CONF_DIR")]
+    home = os.environ.get("SPARK_HOME")
+    if home is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyspark")  # pip's pyspark: SPARK_HOME is the package folder
+        home = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+    folders.append(os.path.join(home, "conf") if home else None)
+    return not any(folder and os.path.exists(os.path.join(folder, "spark-defaults.conf")) for folder in folders)
 
 
 def _log_confs(work_dir: str, *, quiet: bool) -> dict[str, str]:
@@ -174,11 +195,35 @@ def get_spark(
         **(conf or {}),
     }.items():
         builder = builder.config(k, v)
-    session = builder.getOrCreate()
+    _check_java()
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:
+        if "JAVA_GATEWAY_EXITED" not in str(exc):
+            raise
+        raise SparkStartError(
+            "the embedded Spark session could not start: its JVM exited at once. Check that Java 17 runs "
+            "(java -version, JAVA_HOME), or run with --debug to see its output."
+        ) from exc
     if quiet:
         session.sparkContext.setLogLevel("ERROR")
     use_this_python(session)
     return session
+
+
+def _check_java() -> None:
+    """Refuse in one line, before launching anything, when there is no Java for the embedded session."""
+    import shutil
+
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if java and os.access(java, os.X_OK):
+        return
+    where = f"JAVA_HOME={home} has no bin/java" if home else "no java on PATH and JAVA_HOME is not set"
+    raise SparkStartError(
+        f"the embedded Spark session needs Java 17, and {where}. Install Java 17 and set JAVA_HOME to it "
+        "(compaction alone needs no Java: Z-order, liquid clustering and --rewrite-engine spark do)."
+    )
 
 
 def connect_session(url: str) -> SparkSession:

@@ -39,19 +39,65 @@ LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
 class SparkEngine:
-    """A Spark session plus the per-call state of the work we run on it."""
+    """A Spark session plus the per-call state of the work we run on it.
 
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
+    ``SparkEngine.deferred`` stands for the embedded session before it is started: bins that run in
+    the driver's threads need no JVM, so it starts only when something needs Spark itself (a Spark
+    rewrite, a clustered write, bins as Spark tasks). Until then it answers with what that session
+    would say: the default conf, the local time zone, a local master with this machine's cores.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession | None,
+        *,
+        start: Callable[[], SparkSession] | None = None,
+        time_zone: str | None = None,
+        parallelism: int | None = None,
+    ) -> None:
+        if spark is None and start is None:
+            raise ValueError("a SparkEngine needs a session, or a way to start one")
+        self._spark = spark
+        self._start = start
+        self._start_lock = threading.Lock()
         self._lock = threading.Lock()
         self._scoped: dict[str, tuple[int, bool]] = {}  # key -> (users, we set it)
-        self.connect = is_connect(spark)  #: a Spark Connect session: no SparkContext, no py4j
-        self._parallelism: int | None = None
+        self.connect = spark is not None and is_connect(spark)  #: a Spark Connect session: no SparkContext, no py4j
+        self._parallelism = parallelism
+        self._time_zone = time_zone
         self._package_ready = False
+
+    @classmethod
+    def deferred(cls, start: Callable[[], SparkSession], *, time_zone: str, parallelism: int) -> SparkEngine:
+        """The embedded local session, started by ``start`` on first use; ``time_zone`` and ``parallelism``
+        are what it will have (kept for the whole call, so every bin of a run sees the same values)."""
+        return cls(None, start=start, time_zone=time_zone, parallelism=parallelism)
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session; a deferred engine starts it here, once (from whichever thread needs it first)."""
+        if self._spark is None:
+            with self._start_lock:
+                if self._spark is None:
+                    assert self._start is not None
+                    log.info("starting the embedded Spark session (a bin needs Spark)")
+                    self._spark = self._start()
+        return self._spark
+
+    def start(self) -> None:
+        """Start a deferred session now (on the caller's thread, before bins need it); no-op otherwise."""
+        self.spark  # noqa: B018 - the property starts it
+
+    @property
+    def started(self) -> bool:
+        """Whether there is a session yet (always, unless the engine is deferred and nothing needed Spark)."""
+        return self._spark is not None
 
     # ------------------------------------------------------------------ settings
     def conf(self, key: str) -> str | None:
-        value = self.spark.conf.get(key, None)
+        if self._spark is None:  # the embedded session, not started: nothing is set
+            return None
+        value = self._spark.conf.get(key, None)
         return value if value not in (None, "") else None
 
     @property
@@ -60,6 +106,8 @@ class SparkEngine:
 
     @property
     def time_zone(self) -> str:
+        if self._time_zone is not None:
+            return self._time_zone
         return self.conf("spark.sql.session.timeZone") or "UTC"
 
     @property
@@ -71,7 +119,9 @@ class SparkEngine:
         master, whose executors are this machine's cores), ``driver`` or ``spark``."""
         if task_runner != "auto":
             return task_runner == "driver"
-        return not self.connect and str(self.spark.sparkContext.master).startswith("local")
+        if self._spark is None:  # the deferred embedded session has a local master
+            return True
+        return not self.connect and str(self._spark.sparkContext.master).startswith("local")
 
     @property
     def driver_threads(self) -> int:
@@ -174,6 +224,8 @@ class SparkEngine:
             sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
     def cancel(self, group: str) -> None:
+        if self._spark is None:  # nothing ran on Spark: no job to cancel
+            return
         if self.connect:
             self.spark.interruptTag(group)
             return
@@ -181,7 +233,7 @@ class SparkEngine:
 
     def scheduled_tasks(self, group: str) -> int:
         """Tasks the group's jobs scheduled (best effort: 0 when status tracking is unavailable, as on Connect)."""
-        if self.connect:
+        if self.connect or self._spark is None:
             return 0
         try:
             tracker = self.spark.sparkContext.statusTracker()

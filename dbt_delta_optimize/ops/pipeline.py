@@ -1,6 +1,7 @@
 """The one path every operation takes: table -> storage -> snapshot -> protocol gate -> plan -> Spark -> execute.
 
-Spark comes last, and only when it is needed: to resolve a catalog name, or to run bins. So a table
+Spark comes last, and only when it is needed: to resolve a catalog name, or to run bins that need it
+(a new embedded session is deferred: bins in the driver's threads need no JVM at all). So a table
 we refuse (an unsupported protocol, a corrupt log, a bad predicate or setting) is refused before any
 JVM starts, and a dry run passes the same gate and refuses with the same message. A plan is made
 from the conf of a session that is already there (the caller's or the running one), else from the
@@ -141,10 +142,18 @@ class Session:
         return self._spark
 
     def engine(self) -> SparkEngine:
+        """The engine of the call. A new embedded session is deferred: bins in the driver's threads need no
+        JVM, so it starts only if a bin needs Spark, with the settings it was planned with."""
         if self._engine is None:
+            from ..engine.session import embedded_conf_is_default, embedded_parallelism
             from ..engine.spark_engine import SparkEngine
 
-            self._engine = SparkEngine(self.spark())
+            if self.embedded() and embedded_conf_is_default():
+                self._engine = SparkEngine.deferred(
+                    self.spark, time_zone=local_time_zone(), parallelism=embedded_parallelism()
+                )
+            else:
+                self._engine = SparkEngine(self.spark())
         return self._engine
 
 
@@ -227,7 +236,7 @@ def run(
     if plan.is_noop and not settings.exact and session.embedded():
         return nothing_to_do(snapshot, plan, start_ms=int(time.time() * 1000))
     engine = session.engine()
-    if not settings.exact:  # planned without the session that now runs it: plan with its conf
+    if not settings.exact and engine.started:  # planned without the session that now runs it: plan with its conf
         plan = external_paths_gate(snapshot, planner(snapshot, session.settings()))
     return execute(engine, snapshot, plan, progress=progress, started=started)
 
