@@ -287,11 +287,7 @@ class Transaction:
         if interval <= 0 or version % interval != 0:
             return None
         try:
-            from deltalake import DeltaTable
-
-            options = dict(self.storage.options) or None
-            dt = DeltaTable(self.snapshot.location, version=version, storage_options=options)
-            dt.create_checkpoint()
+            self.snapshot.delta_table_at(version).create_checkpoint()
             if is_v2_policy(self.snapshot.configuration):
                 name = f"{version:020d}.checkpoint.parquet"
                 write_v2_checkpoint(self.storage, self.snapshot.location, version, join(self.snapshot.log_dir, name))

@@ -51,6 +51,8 @@ class Snapshot:
     #: the live add actions as Arrow columns: what planning, auto compaction and health read (built from
     #: ``files`` when a snapshot is made by hand)
     file_table: FileTable = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    #: deltalake's table this snapshot was read with (None when made by hand): ``delta_table_at`` moves it on
+    delta_table: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.file_table is None:
@@ -103,6 +105,18 @@ class Snapshot:
         """The keys of the log's ``partitionValues`` (physical names under column mapping)."""
         return physical_partition_columns(self.schema, self.partition_columns, mapping_mode(self.configuration))
 
+    def delta_table_at(self, version: int) -> Any:
+        """deltalake's table at ``version`` (this one or a later one): the table this snapshot was read with,
+        moved forward, so only the commits after it are read; else one loaded anew. Moving it on changes
+        nothing here: every field of the snapshot was copied out of it on load."""
+        dt = self.delta_table
+        if dt is not None and dt.version() <= version:
+            dt.load_as_version(version)
+            return dt
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.location, version=version, storage_options=dict(self.storage.options) or None)
+
     def file_path(self, add_path: str) -> str:
         """Location of a file named in the log; a relative path must stay inside the table root."""
         return data_file_location(self.location, add_path)
@@ -116,16 +130,16 @@ def open_table(location: str, storage: Storage | None = None) -> tuple[str, Stor
     """(canonical root, storage) of a table location, checking that it holds a Delta log."""
     root = table_uri(location)
     storage = storage if storage is not None else storage_for(root)
+    if storage.exists(join(root, _log.LOG_DIR)):  # the usual case, one probe (a round trip on a store)
+        return root, storage
     if not storage.exists(root):
         raise TableNotFoundError(
             f"Table path '{location}' does not exist. Check the path (or the table name) and that the model was built."
         )
-    if not storage.exists(join(root, _log.LOG_DIR)):
-        raise NotADeltaTableError(
-            f"'{location}' is not a Delta table: it has no _delta_log directory. "
-            "Only Delta tables can be optimized (file_format: delta in dbt)."
-        )
-    return root, storage
+    raise NotADeltaTableError(
+        f"'{location}' is not a Delta table: it has no _delta_log directory. "
+        "Only Delta tables can be optimized (file_format: delta in dbt)."
+    )
 
 
 def latest_version(location: str, *, storage: Storage | None = None) -> int:
@@ -325,7 +339,7 @@ def load_snapshot(location: str, version: int | None = None, *, storage: Storage
             raise
         except Exception as exc:
             raise _translate(exc, root, storage, version) from exc
-    return Snapshot(root, v, protocol, metadata, FileView(table), storage, table)
+    return Snapshot(root, v, protocol, metadata, FileView(table), storage, table, delta_table=dt)
 
 
 def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, int]:

@@ -81,7 +81,8 @@ class BinRewriter:
             )
             folders.setdefault(rel_dir, join(snap.location, rel_dir) if rel_dir else snap.location)
             out.append(_Placed(dest, log_path))
-        created = [rel for rel, folder in folders.items() if rel and not snap.storage.exists(folder)]
+        # Folders this run creates, for the clean-up of a killed run; an object store has none (no request).
+        created = [rel for rel, folder in folders.items() if self._local and rel and not snap.storage.exists(folder)]
         with self.lock:
             self.journal.intend([p.log_path for p in out], created)
             for (b, _), p in zip(placements, out):

@@ -71,6 +71,8 @@ class _ActionCheck:
     live: LiveFiles
     removed_keys: set[PartitionKey] = field(default_factory=set)
     removed_paths: dict[str, RemoveFile] = field(default_factory=dict)
+    #: log path -> (size on storage, footer rows), fetched ahead for every add (``probe``)
+    probed: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         b = self.before
@@ -153,9 +155,28 @@ class _ActionCheck:
         if p in self.live:
             self.found("add_already_live", f"added file was already live at version {self.version}", a.path)
 
+    def probe(self, adds: Sequence[AddFile]) -> None:
+        """The size and footer rows of every added file, asked of an object store concurrently (a round trip
+        or two each, which one after another cost more than the rest of a small commit's checks)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..delta.storage import LocalStorage
+
+        if isinstance(self.storage, LocalStorage) or len(adds) < 2:
+            return
+
+        def facts(path: str) -> tuple[int | None, int | None]:
+            size = self.size_on_storage(path)
+            return size, self.footer_rows(path) if size is not None and self.check_footers else None
+
+        paths = list(dict.fromkeys(a.path for a in adds))
+        with ThreadPoolExecutor(max_workers=min(8, len(paths)), thread_name_prefix="ddo-validate") as pool:
+            self.probed.update(zip(paths, pool.map(facts, paths)))
+
     def add_rows(self, a: AddFile) -> int | None:
         """The add's rows (footer first: the file's truth), after checking size and stats against the file."""
-        on_storage = self.size_on_storage(a.path)
+        probed = self.probed.get(a.path)
+        on_storage = probed[0] if probed is not None else self.size_on_storage(a.path)
         if on_storage is None:
             self.found(
                 "add_missing_file", f"added file does not exist at {data_file_location(self.root, a.path)}", a.path
@@ -164,7 +185,11 @@ class _ActionCheck:
             self.found("add_size_mismatch", f"add records size {a.size}, the file has {on_storage} bytes", a.path)
         stat_findings, n = check_stats(a.path, a.stats, self.types)
         self.findings.extend(stat_findings)
-        footer = self.footer_rows(a.path) if on_storage is not None and (self.check_footers or n is None) else None
+        footer = None
+        if probed is not None and probed[1] is not None:
+            footer = probed[1]
+        elif on_storage is not None and (self.check_footers or n is None):
+            footer = self.footer_rows(a.path)
         if n is not None and footer is not None and n != footer:
             msg = f"stats say numRecords={n}, the Parquet footer has {footer} rows"
             self.found("stats_num_records_mismatch", msg, a.path)
@@ -173,6 +198,7 @@ class _ActionCheck:
     def adds(self, adds: Sequence[AddFile]) -> _RowCount:
         rows, seen = _RowCount(), set()
         self.live.lookup(norm_path(a.path, self.root) for a in adds)
+        self.probe(adds)
         for a in adds:
             p = norm_path(a.path, self.root)
             if p in seen:

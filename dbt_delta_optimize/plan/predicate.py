@@ -67,6 +67,8 @@ def _check_text(text: object) -> str:
 
 
 def _compile_all(predicates: Sequence[str], scope: Scope) -> list[Compiled]:
+    if not predicates:
+        return []
     from .predicate_compile import compile_predicate, parse_predicate  # sqlglot: imported when a predicate comes
 
     return [compile_predicate(parse_predicate(_check_text(p)), _check_text(p), scope) for p in predicates]
