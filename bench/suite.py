@@ -4,8 +4,9 @@ last recorded figures.
 Each benchmark is a script of this folder that measures our engine and the reference engines in the same
 run (medians, alternating order) and writes its figures as JSON; this runner collects the ratios, checks them
 against the issue targets, and compares them with ``bench/baseline.json``: a ratio more than 10% worse than
-recorded is printed as REGRESSED. ``--record`` makes this run the new baseline; ``--docs FILE`` rewrites the
-table between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` in FILE from this run's output.
+recorded is printed as REGRESSED. ``--record`` makes this run the new baseline; ``--docs FILE`` (repeatable:
+README.md and docs/performance.md) rewrites the table between ``<!-- bench:start -->`` and ``<!-- bench:end -->``
+in FILE from this run's output.
 
     .venv/bin/python bench/suite.py                    # everything (about 20 minutes on 2 cores)
     .venv/bin/python bench/suite.py --only local,s3    # some of it
@@ -86,7 +87,7 @@ METRICS = [
     Metric(
         "s3_cli_vs_delta_rs",
         "s3",
-        "S3 (moto), CLI with JVM start, ours / delta-rs",
+        "S3 (moto), CLI in a fresh process, ours / delta-rs",
         lambda r: r["cli_cold_vs_delta_rs"],
         None,
     ),
@@ -212,7 +213,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(BENCHES), help=f"comma list of: {', '.join(BENCHES)}")
     ap.add_argument("--record", action="store_true", help="make this run's figures the recorded baseline")
-    ap.add_argument("--docs", default=None, help="rewrite the bench block of this markdown file")
+    ap.add_argument(
+        "--docs", action="append", default=[], help="rewrite the bench block of this markdown file (repeatable)"
+    )
     args = ap.parse_args()
     recorded: dict[str, float] = {}
     if os.path.exists(BASELINE):
@@ -232,8 +235,8 @@ def main() -> int:
         print(f"\nREGRESSED against bench/baseline.json: {', '.join(regressed)}")
     when = datetime.date.today().isoformat()
     merged = {**recorded, **values}
-    if args.docs:
-        write_docs(args.docs, docs_table(merged if args.record else values), when)
+    for path in args.docs:
+        write_docs(path, docs_table(merged if args.record else values), when)
     if args.record:
         with open(BASELINE, "w") as fh:
             json.dump(
