@@ -507,3 +507,38 @@ def test_the_result_carries_the_output_metadata(mixed, tmp_path):
     metadata = result.metadata()
     assert metadata.equals(pq.read_metadata(out))
     assert stats_from_parquet(metadata, SCHEMA, [], {}) == stats_from_parquet(pq.read_metadata(out), SCHEMA, [], {})
+
+
+def test_local_files_are_copied_inside_the_kernel_byte_for_byte_as_streamed(mixed, tmp_path, monkeypatch):
+    """Between local files the copied ranges go through os.copy_file_range, after whatever a buffered sink
+    holds; the file is byte for byte what a write-only (streamed) sink gets, which never takes that path."""
+    import os
+
+    calls = []
+    real = os.copy_file_range
+
+    def counting(src, dst, count, offset_src=None, offset_dst=None):
+        calls.append(count)
+        return real(src, dst, count, offset_src, offset_dst)
+
+    monkeypatch.setattr(os, "copy_file_range", counting)
+    streamed = WriteOnly()
+    copy_compact([CopyInput(p) for p in mixed], streamed, schema=TARGET, opener=opener, min_bytes=MIN)
+    assert calls == []
+    out = str(tmp_path / "kernel.parquet")
+    with open(out, "wb") as sink:  # buffered: MAGIC and re-encoded row groups wait in its buffer
+        result = copy_compact([CopyInput(p) for p in mixed], sink, schema=TARGET, opener=opener, min_bytes=MIN)
+    assert calls and result.bytes_copied > 0
+    with open(out, "rb") as fh:
+        assert fh.read() == streamed.getvalue()
+    assert_same(mixed, out)
+
+    def unsupported(*_args, **_kw):  # another filesystem, or a kernel without it: the block copy does it all
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", unsupported)
+    again = str(tmp_path / "fallback.parquet")
+    with open(again, "wb") as sink:
+        copy_compact([CopyInput(p) for p in mixed], sink, schema=TARGET, opener=opener, min_bytes=MIN)
+    with open(again, "rb") as fh:
+        assert fh.read() == streamed.getvalue()

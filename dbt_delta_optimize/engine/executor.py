@@ -92,24 +92,27 @@ class OptimizeExecutor:
     # ------------------------------------------------------------------ running
     def optimize(self) -> OptimizeMetrics:
         """Run the plan; returns delta-spark's metrics (plus the versions this run committed)."""
-        start_ms = int(time.time() * 1000)
         plan, snap = self.plan, self.snapshot
+        journal = RunJournal(snap.storage, snap.location, read_version=snap.version)
+        rewriter = BinRewriter(self.engine, snap, plan, journal, self.operation_timestamp)
+        in_driver = self.engine.runs_tasks_in_driver(self.config.task_runner)
+        if plan.bins and (not in_driver or any(not rewriter.takes_arrow(b) for b in plan.bins)):
+            # A deferred embedded session starts here (not in a bin's thread), before the clock of the metrics
+            # starts: like delta-spark's, they time the command in a running session.
+            self.engine.start()
+        start_ms = int(time.time() * 1000)
         group = f"dbt-delta-optimize-{uuid.uuid4().hex[:12]}"
         folders = {hive_dir(b.partition_values, snap.physical_partition_columns) for b in plan.bins}
         check_output_folders(snap.storage, snap.location, sorted(folders))
         cleaned = clean_debris(snap.storage, snap.location)
         if cleaned.removed:
             log.info("removed what earlier killed runs left in %s: %s", snap.location, cleaned.to_dict())
-        if plan.bins and not self.engine.runs_tasks_in_driver(self.config.task_runner):
+        if plan.bins and not in_driver:
             self.engine.prepare_python_tasks()  # a cluster's executors get this package before the first task
-        journal = RunJournal(snap.storage, snap.location, read_version=snap.version)
-        rewriter = BinRewriter(self.engine, snap, plan, journal, self.operation_timestamp)
         progress = _Progress(self.progress, len(plan.bins), plan.bytes_to_rewrite)
         runner = self._runner(rewriter, group, progress)
         run = _Run()
         try:
-            if any(not rewriter.takes_arrow(b) for b in plan.bins):
-                self.engine.start()  # a deferred embedded session starts here, not in a bin's thread
             for batch in plan.batches:
                 if runner.out_of_time():
                     runner.left.extend(batch)

@@ -172,6 +172,15 @@ class _LazySink:
         if self.raw is not None:
             self.raw.close()
 
+    def fileno(self) -> int:
+        """The output's file descriptor, everything written so far flushed to it (a local file only: an object
+        store's writer raises ``io.UnsupportedOperation``), for copies made inside the kernel."""
+        if self.raw is None:
+            self.raw = self._open()
+        fd = int(self.raw.fileno())
+        self.raw.flush()
+        return fd
+
 
 def _copy_conform(task: BinTask, storage: Storage, target: Any) -> Callable[..., Any]:
     """The per-row-group step of the usual rewrite, for the row groups the copy re-encodes."""

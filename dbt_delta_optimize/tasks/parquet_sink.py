@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy as _copy
 import io
+import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -162,13 +163,46 @@ class ParquetOutput:
         groups = [footer.meta.row_groups[i] for i in indices]
         start, end = span(groups[0])[0], span(groups[-1])[1]
         delta = self.position - start
-        for block in blocks(fh, start, end, footer.path, pool):
+        done = self._kernel_copy(fh, start, end, footer.path)
+        for block in blocks(fh, done, end, footer.path, pool):
             self.write(block)
         for rg in groups:
             self.row_groups.append(moved_row_group(rg, delta, self.paths, len(self.row_groups), clean=True))
             self.rows += rg.num_rows
             self.counts["copied"] += 1
             self.counts["bytes_copied"] += rg_bytes(rg)
+
+    def _kernel_copy(self, fh: BinaryIO, start: int, end: int, path: str) -> int:
+        """Copy what it can of [start, end) inside the kernel (``os.copy_file_range``: no byte passes through
+        Python, and a filesystem with reflinks shares the blocks) when input and output are both local files;
+        returns where the block copy must go on from (``start`` when it does not apply)."""
+        copy_range = getattr(os, "copy_file_range", None)
+        fileno = getattr(self.sink, "fileno", None)
+        if copy_range is None or fileno is None or end <= start:
+            return start
+        try:
+            src = fh.fileno()
+            dst = fileno()
+        except (OSError, ValueError, io.UnsupportedOperation):  # an object store's reader or writer
+            return start
+        flush = getattr(self.sink, "flush", None)
+        if flush is not None:  # what a buffered sink holds goes first
+            flush()
+        offset = start
+        while offset < end:
+            try:
+                n = copy_range(src, dst, end - offset, offset_src=offset)
+            except OSError:  # not between these two files (another filesystem, no support): copy the rest
+                return offset
+            if n == 0:
+                from ..errors import DataFileError
+
+                raise DataFileError(
+                    f"{path} ended {end - offset} bytes early while reading it", path=path, reason="truncated"
+                )
+            offset += n
+            self.position += n
+        return offset
 
     def reencode(self, table: Any, source_bytes: int) -> None:
         """Buffer a small row group's rows; write a merged row group once enough are buffered."""
