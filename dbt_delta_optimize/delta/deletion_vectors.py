@@ -150,11 +150,11 @@ def _headers(data: bytes, pos: int) -> tuple[list[tuple[int, int, bool]], int]:
     elif cookie == _SERIAL_COOKIE_NO_RUN:
         (size,) = struct.unpack_from("<I", data, _take(data, pos, 4) - 4)
         pos += 4
-        runs, has_offsets = [False] * min(size, 1 << 16), True
+        if size > 1 << 16:  # one container per 16-bit key at most (the other form cannot say more)
+            raise ValueError(f"{size} containers")
+        runs, has_offsets = [False] * size, True
     else:
         raise ValueError(f"not a portable Roaring bitmap (cookie {cookie})")
-    if size > 1 << 16:  # one container per 16-bit key at most
-        raise ValueError(f"{size} containers")
     keys = struct.unpack_from(f"<{2 * size}H", data, _take(data, pos, 4 * size) - 4 * size)
     pos += 4 * size + (4 * size if has_offsets else 0)
     _take(data, pos, 0)

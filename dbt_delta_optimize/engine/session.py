@@ -196,10 +196,12 @@ def get_spark(
     }.items():
         builder = builder.config(k, v)
     _check_java()
+    from pyspark.errors import PySparkRuntimeError
+
     try:
         session = builder.getOrCreate()
-    except Exception as exc:
-        if "JAVA_GATEWAY_EXITED" not in str(exc):
+    except PySparkRuntimeError as exc:
+        if exc.getCondition() != "JAVA_GATEWAY_EXITED":
             raise
         raise SparkStartError(
             "the embedded Spark session could not start: its JVM exited at once. Check that Java 17 runs "

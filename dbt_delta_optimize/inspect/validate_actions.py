@@ -186,7 +186,7 @@ class _ActionCheck:
         stat_findings, n = check_stats(a.path, a.stats, self.types)
         self.findings.extend(stat_findings)
         footer = None
-        if probed is not None and probed[1] is not None:
+        if probed is not None and self.check_footers:  # the probe read it (None: missing or unreadable)
             footer = probed[1]
         elif on_storage is not None and (self.check_footers or n is None):
             footer = self.footer_rows(a.path)
