@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from dbt_delta_optimize.inspect.stats import stats_from_file
@@ -268,6 +268,25 @@ SPARK_SCHEMAS = SCHEMAS.filter(lambda fs: "timestamp_ntz" not in json.dumps(fs))
     sizes=st.lists(st.tuples(st.integers(50, 400), st.integers(20, 400)), min_size=2, max_size=3),
     seed=st.integers(0, 2**32),
 )
+@example(  # found by CI: delta-rs writes a list's DECIMAL(1,1) elements as INT64 (the bin is re-encoded)
+    fields=[
+        {"name": "rid", "type": "long", "nullable": True, "metadata": {}},
+        {
+            "name": "c0",
+            "type": {"type": "array", "elementType": "decimal(1,1)", "containsNull": True},
+            "nullable": True,
+            "metadata": {},
+        },
+        {
+            "name": "c1",
+            "type": {"type": "array", "elementType": "long", "containsNull": False},
+            "nullable": True,
+            "metadata": {},
+        },
+    ],
+    sizes=[(236, 32), (385, 338)],
+    seed=1269,
+)
 def test_through_delta_rs_our_optimize_and_delta_spark(spark, fields, sizes, seed):
     from deltalake import DeltaTable, WriterProperties, write_deltalake
 
@@ -288,11 +307,18 @@ def test_through_delta_rs_our_optimize_and_delta_spark(spark, fields, sizes, see
         expected = _rows_arrow(pa.concat_tables(written))
         spark.conf.set("spark.dbt_delta_optimize.rowGroupCopyMinBytes", str(median_group_bytes(local)))
         try:
-            optimize(spark, path)
+            m = optimize(spark, path)
         finally:
             spark.conf.unset("spark.dbt_delta_optimize.rowGroupCopyMinBytes")
         (output,) = [u.removeprefix("file://") for u in DeltaTable(path).file_uris()]
-        assert _verbatim(local, output) >= 1, "no row group was copied"
+        if m.row_groups_copied == 0:
+            # delta-rs (arrow-rs) writes DECIMAL(1, s) as INT64, pyarrow as INT32: such files share no
+            # output schema with a re-encoded row group, so they are re-encoded whole. Nothing else may stop it.
+            reasons = [r for fb in m.copy_fallbacks for r in fb["reasons"]]
+            assert '"decimal(1,' in json.dumps(fields) and reasons, reasons
+            assert all(r.startswith("schema: ") and " has type " in r for r in reasons), reasons
+        else:
+            assert _verbatim(local, output) >= 1, "the metrics count copied row groups that are not in the output"
         assert _rows_arrow(DeltaTable(path).to_pyarrow_table()) == expected
         assert _rows_spark(spark, path) == expected
         (add,) = _last_adds(path)
