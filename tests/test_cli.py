@@ -442,6 +442,34 @@ def test_compaction_runs_without_java_and_clustering_without_it_is_one_clear_lin
     assert data_files(z) == files and log_versions(z) == zversions
 
 
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ('echo "Error: could not find libjvm.so" >&2; exit 1', "exits with 1 (Error: could not find libjvm.so)"),
+        ("echo 'openjdk version \"11.0.22\" 2024-01-16' >&2", "is Java 11"),
+        ("echo 'java version \"1.8.0_402\"' >&2", "is Java 8"),
+    ],
+    ids=["broken", "java11", "java8"],
+)
+def test_a_java_that_does_not_run_or_is_too_old_is_one_line_before_spark_starts(tmp_path, script, said):
+    """spark-class would print its own lines and exit: our check runs ``java -version`` first."""
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f"#!/bin/sh\n{script}\n")
+    java.chmod(0o755)
+    z = str(tmp_path / "z")
+    write_table(z, partitions=2)
+    files, versions = data_files(z), log_versions(z)
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "jdk"), "COLUMNS": "300"}
+    r = subprocess.run([SCRIPT, "optimize", z, "--zorder-by", "id"], env=env, capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (
+        f"error: the embedded Spark session needs Java 17 or later, and {java} {said}. "
+        "Set JAVA_HOME to a Java 17 installation.\n"
+    )
+    assert data_files(z) == files and log_versions(z) == versions
+
+
 @pytest.mark.slow
 def test_a_bin_that_falls_back_to_spark_starts_the_embedded_session_then(tmp_path):
     """A file in Spark's legacy hybrid calendar is found only by the task reading it: the deferred session

@@ -214,18 +214,46 @@ def get_spark(
 
 
 def _check_java() -> None:
-    """Refuse in one line, before launching anything, when there is no Java for the embedded session."""
+    """Refuse in one line, before launching anything, when the embedded session's Java is missing, does
+    not run, or is older than Spark 4's Java 17 (spark-class would print its own lines, then exit)."""
     import shutil
 
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    if java and os.access(java, os.X_OK):
-        return
-    where = f"JAVA_HOME={home} has no bin/java" if home else "no java on PATH and JAVA_HOME is not set"
-    raise SparkStartError(
-        f"the embedded Spark session needs Java 17, and {where}. Install Java 17 and set JAVA_HOME to it "
-        "(compaction alone needs no Java: Z-order, liquid clustering and --rewrite-engine spark do)."
-    )
+    if not (java and os.access(java, os.X_OK)):
+        where = f"JAVA_HOME={home} has no bin/java" if home else "no java on PATH and JAVA_HOME is not set"
+        raise SparkStartError(
+            f"the embedded Spark session needs Java 17, and {where}. Install Java 17 and set JAVA_HOME to it "
+            "(compaction alone needs no Java: Z-order, liquid clustering and --rewrite-engine spark do)."
+        )
+    problem = _java_problem(java)
+    if problem is not None:
+        raise SparkStartError(
+            f"the embedded Spark session needs Java 17 or later, and {java} {problem}. "
+            "Set JAVA_HOME to a Java 17 installation."
+        )
+
+
+def _java_problem(java: str) -> str | None:
+    """What is wrong with ``java -version`` (None: it runs, and is 17 or later, or says no version)."""
+    import re
+    import subprocess
+
+    try:
+        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        return None  # a slow machine, not a broken Java: let Spark try
+    except OSError as exc:
+        return f"cannot be run ({exc.strerror or exc})"
+    said = (done.stderr + done.stdout).strip()
+    if done.returncode != 0:
+        lines = [ln for ln in said.splitlines() if not ln.startswith("Picked up ")]
+        return f"exits with {done.returncode}" + (f" ({lines[0].strip()[:200]})" if lines else "")
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', said)
+    if found is None:
+        return None
+    major = int(found.group(2) or 0) if found.group(1) == "1" else int(found.group(1))  # "1.8.0" is Java 8
+    return None if major >= 17 else f"is Java {major}"
 
 
 def connect_session(url: str) -> SparkSession:
