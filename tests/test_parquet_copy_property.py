@@ -68,12 +68,17 @@ TYPES = st.recursive(
     ),
     max_leaves=5,
 )
-SCHEMAS = st.lists(TYPES, min_size=1, max_size=4).map(
-    lambda ts: [
+
+
+def _fields(types: list[Any]) -> list[dict[str, Any]]:
+    """A table schema's fields: the row id ``rid``, then a nullable column ``c<i>`` of each type."""
+    return [
         {"name": "rid", "type": "long", "nullable": True, "metadata": {}},
-        *({"name": f"c{i}", "type": t, "nullable": True, "metadata": {}} for i, t in enumerate(ts)),
+        *({"name": f"c{i}", "type": t, "nullable": True, "metadata": {}} for i, t in enumerate(types)),
     ]
-)
+
+
+SCHEMAS = st.lists(TYPES, min_size=1, max_size=4).map(_fields)
 EPOCH = datetime.datetime(1900, 1, 1)
 SPAN_S = 300 * 365 * 86400  # 1900..2200: no reader's nanosecond range is left
 
@@ -269,21 +274,12 @@ SPARK_SCHEMAS = SCHEMAS.filter(lambda fs: "timestamp_ntz" not in json.dumps(fs))
     seed=st.integers(0, 2**32),
 )
 @example(  # found by CI: delta-rs writes a list's DECIMAL(1,1) elements as INT64 (the bin is re-encoded)
-    fields=[
-        {"name": "rid", "type": "long", "nullable": True, "metadata": {}},
-        {
-            "name": "c0",
-            "type": {"type": "array", "elementType": "decimal(1,1)", "containsNull": True},
-            "nullable": True,
-            "metadata": {},
-        },
-        {
-            "name": "c1",
-            "type": {"type": "array", "elementType": "long", "containsNull": False},
-            "nullable": True,
-            "metadata": {},
-        },
-    ],
+    fields=_fields(
+        [
+            {"type": "array", "elementType": "decimal(1,1)", "containsNull": True},
+            {"type": "array", "elementType": "long", "containsNull": False},
+        ]
+    ),
     sizes=[(236, 32), (385, 338)],
     seed=1269,
 )
