@@ -20,8 +20,9 @@ from ..plan.curve import clustering_spec
 from ..plan.liquid import build_liquid_plan, clustering_columns, is_clustered_table, liquid_spec
 from ..plan.operation import Compact, Operation, ZOrder
 from ..plan.predicate import select_partitions
-from .arguments import Curve, check_curve, check_table, check_where, check_zorder, keyword_settings
-from .pipeline import Planner, Settings, Target, plan_only, run
+from .arguments import Curve, check_curve, check_where, check_zorder, keyword_settings
+from .pipeline import Planner, Settings, plan_only, run
+from .table import Table, source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,7 +85,7 @@ def _liquid_plan(
 @overload
 def optimize(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     *,
     where: str | Sequence[str] | None = ...,
     zorder_by: Sequence[str] | None = ...,
@@ -116,7 +117,7 @@ def optimize(
 @overload
 def optimize(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     *,
     where: str | Sequence[str] | None = ...,
     zorder_by: Sequence[str] | None = ...,
@@ -148,7 +149,7 @@ def optimize(
 @keyword_settings
 def optimize(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     *,
     where: str | Sequence[str] | None = None,
     zorder_by: Sequence[str] | None = None,
@@ -180,7 +181,8 @@ def optimize(
     Args:
         spark: session to use (None: the running one, else an embedded local session, started only
             when there is work to run or a catalog name to resolve).
-        table: table path, ``file:`` URI, or catalog name.
+        table: table path, ``file:`` URI, catalog name, or a ``Table`` opened by ``ops.table.open_table``
+            (its snapshot is planned from, not loaded again).
         where: partition predicate(s) in Spark SQL's syntax (a safe subset); several are ANDed.
         zorder_by: columns to cluster by (nested ``a.b`` and back-quoted names allowed).
         curve: ``"zorder"`` (delta-spark's) or ``"hilbert"`` (2-9 columns).
@@ -200,7 +202,7 @@ def optimize(
         UnsupportedFeatureError, CorruptLogError, DataFileError, CommitConflictError.
     """
     started = time.monotonic()  # a time budget counts from here
-    target = Target(check_table(table), storage_options)
+    target = source_of(table, storage_options)
     planner = _planner(
         check_where(where), check_zorder(zorder_by), check_curve(curve), full, options or OptimizeOptions()
     )
@@ -212,7 +214,7 @@ def optimize(
 @keyword_settings
 def plan_optimize(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     *,
     where: str | Sequence[str] | None = None,
     zorder_by: Sequence[str] | None = None,
@@ -243,7 +245,7 @@ def plan_optimize(
     table given by path no Spark is started: settings come from ``spark``'s conf when a session is
     given or already running, else from delta-spark's defaults and the arguments.
     """
-    target = Target(check_table(table), storage_options)
+    target = source_of(table, storage_options)
     planner = _planner(
         check_where(where), check_zorder(zorder_by), check_curve(curve), full, options or OptimizeOptions()
     )

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from typing import Protocol as TypingProtocol
 
 from ..delta.protocol import ensure_write_supported
 from ..delta.snapshot import Snapshot
@@ -35,6 +36,7 @@ __all__ = [
     "Planner",
     "Session",
     "Settings",
+    "Source",
     "Target",
     "active_conf",
     "execute",
@@ -177,6 +179,16 @@ class Target:
             return self.table
         return resolve_table(self.table, session.spark())
 
+    def open(self, session: Session) -> Snapshot:
+        """The table's latest snapshot (the pipeline's source protocol; an opened ``Table`` has its own)."""
+        return open_snapshot(self.location(session), self.storage_options)
+
+
+class Source(TypingProtocol):
+    """What an operation runs on: a ``Target`` to open, or an opened ``ops.table.Table``."""
+
+    def open(self, session: Session) -> Snapshot: ...
+
 
 def open_snapshot(location: str, storage_options: Mapping[str, str] | None) -> Snapshot:
     """The table's latest snapshot, read through its storage with the caller's storage options."""
@@ -195,8 +207,8 @@ def gate(snapshot: Snapshot) -> None:
 Planner = Callable[[Snapshot, Settings], "OptimizePlan"]
 
 
-def _gated(target: Target, session: Session) -> Snapshot:
-    snapshot = open_snapshot(target.location(session), target.storage_options)
+def _gated(source: Source, session: Session) -> Snapshot:
+    snapshot = source.open(session)
     gate(snapshot)
     return snapshot
 
@@ -209,7 +221,7 @@ def external_paths_gate(snapshot: Snapshot, plan: OptimizePlan) -> OptimizePlan:
     return plan
 
 
-def plan_only(spark: SparkSession | None, target: Target, planner: Planner) -> OptimizePlan:
+def plan_only(spark: SparkSession | None, target: Source, planner: Planner) -> OptimizePlan:
     """The dry run: the plan a run would make, through the same gate; nothing is written, no JVM for a path."""
     session = Session(spark)
     snapshot = _gated(target, session)
@@ -218,7 +230,7 @@ def plan_only(spark: SparkSession | None, target: Target, planner: Planner) -> O
 
 def run(
     spark: SparkSession | None,
-    target: Target,
+    target: Source,
     planner: Planner,
     *,
     progress: ProgressCallback | None = None,

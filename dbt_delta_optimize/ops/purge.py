@@ -20,8 +20,9 @@ from ..plan.builder import build_plan
 from ..plan.config import OptimizeConfig
 from ..plan.operation import Purge
 from ..plan.predicate import select_partitions
-from .arguments import check_table, check_where, keyword_settings
-from .pipeline import Planner, Settings, Target, plan_only, run
+from .arguments import check_where, keyword_settings
+from .pipeline import Planner, Settings, plan_only, run
+from .table import Table, source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,7 +48,7 @@ def _planner(where: list[str], options: OptimizeOptions) -> Planner:
 @overload
 def purge(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     *,
     where: str | Sequence[str] | None = ...,
     dry_run: Literal[False] = ...,
@@ -74,7 +75,7 @@ def purge(
 @overload
 def purge(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     *,
     where: str | Sequence[str] | None = ...,
     dry_run: Literal[True],
@@ -101,7 +102,7 @@ def purge(
 @keyword_settings
 def purge(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     *,
     where: str | Sequence[str] | None = None,
     dry_run: bool = False,
@@ -127,7 +128,8 @@ def purge(
 
     Args:
         spark: session to use (None: the running one, else an embedded local session).
-        table: table path, ``file:`` URI, or catalog name.
+        table: table path, ``file:`` URI, catalog name, or a ``Table`` opened by ``ops.table.open_table``
+            (its snapshot is planned from, not loaded again).
         where: partition predicate(s), as for ``optimize``.
         dry_run: return the plan (the files to rewrite) instead; nothing is written.
         storage_options, options: as for ``optimize``.
@@ -138,7 +140,7 @@ def purge(
         OptimizeMetrics (``deletion_vector_stats`` says how many DVs and rows were purged), or the plan.
     """
     started = time.monotonic()
-    target = Target(check_table(table), storage_options)
+    target = source_of(table, storage_options)
     planner = _planner(check_where(where), options or OptimizeOptions())
     if dry_run:
         return plan_only(spark, target, planner)
@@ -147,7 +149,7 @@ def purge(
 
 def plan_purge(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     *,
     where: str | Sequence[str] | None = None,
     storage_options: Mapping[str, str] | None = None,

@@ -1,0 +1,82 @@
+"""An opened table: the one handle every operation takes (name, location, storage options, snapshot).
+
+Opening reads the log once. An operation given a handle plans from its snapshot instead of loading the
+table again, and the caller decides when to look again (``Table.refresh``), as delta-rs's operations take
+a snapshot and delta-kernel-rs's ``SnapshotBuilder`` builds one. Front ends (CLI, dbt, ``python/``) get
+their handles here and never open a table through ``delta/`` or ``engine/`` themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..delta.snapshot import Snapshot
+from ..delta.storage import Storage
+from .arguments import check_table
+from .pipeline import Session, Target, open_snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["Table", "open_table", "source_of"]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table as opened once: how the caller named it, where it lives, and its latest snapshot then."""
+
+    name: str  #: a path or catalog name, as the caller gave it
+    location: str  #: the table root (a catalog name resolved)
+    storage_options: Mapping[str, str] | None
+    snapshot: Snapshot
+
+    @property
+    def storage(self) -> Storage:
+        return self.snapshot.storage
+
+    @property
+    def version(self) -> int:
+        return self.snapshot.version
+
+    @property
+    def target(self) -> Target:
+        """The table as a ``Target`` (its location, so no catalog lookup is made again)."""
+        return Target(self.location, self.storage_options)
+
+    def open(self, session: Session) -> Snapshot:
+        """The pipeline's source protocol: the snapshot opened already (no second load)."""
+        return self.snapshot
+
+    def refresh(self) -> Table:
+        """The same table at its latest version, read through the same storage (after a write)."""
+        from ..delta.snapshot import load_snapshot
+
+        return Table(self.name, self.location, self.storage_options, load_snapshot(self.location, storage=self.storage))
+
+
+def open_table(
+    table: str | Table,
+    *,
+    spark: SparkSession | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    session: Session | None = None,
+) -> Table:
+    """Open a table by path or catalog name (a name needs Spark, the only reason to start it here).
+
+    A ``Table`` is returned as it is: the caller decides when to refresh. Errors are the log reader's:
+    TableNotFoundError, NotADeltaTableError, CorruptLogError, StorageAccessError.
+    """
+    if isinstance(table, Table):
+        return table
+    name = check_table(table)
+    location = Target(name, storage_options).location(session or Session(spark))
+    return Table(name, location, storage_options, open_snapshot(location, storage_options))
+
+
+def source_of(table: str | Table, storage_options: Mapping[str, str] | None) -> Table | Target:
+    """What the pipeline opens: the handle itself, or a checked name to open (once) on the way."""
+    if isinstance(table, Table):
+        return table
+    return Target(check_table(table), storage_options)
