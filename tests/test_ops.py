@@ -162,3 +162,23 @@ def test_nothing_to_do_reports_what_a_spark_run_reports(spark, tmp_path):
         k: v for k, v in with_spark.items() if k not in varying
     }
     assert with_spark["numBins"] == 0 and with_spark["committedVersions"] == []
+
+
+def test_an_opened_table_is_planned_from_its_snapshot_without_loading_it_again(tmp_path, monkeypatch):
+    """The handle is opened once; plan_optimize and plan_purge given it read no log (a load would be counted)."""
+    from dbt_delta_optimize.delta import snapshot as snapshot_module
+    from dbt_delta_optimize.ops.table import open_table
+
+    path = _table(str(tmp_path / "t"), commits=4)
+    table = open_table(path)
+    assert table.version == 3 and table.location == path and len(table.snapshot.files) == 8
+    loads: list[str] = []
+    real = snapshot_module.load_snapshot
+    monkeypatch.setattr(snapshot_module, "load_snapshot", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    plan = plan_optimize(None, table, min_file_size="1m")
+    assert plan.read_version == 3 and len(plan.bins) == 2
+    plan_purge(None, table)
+    assert loads == []
+    write_deltalake(path, pa.table({"id": [99], "part": ["a"]}), partition_by=["part"], mode="append")
+    assert table.refresh().version == 4 and loads == [path]
+    assert plan_optimize(None, table.refresh(), min_file_size="1m").read_version == 4
