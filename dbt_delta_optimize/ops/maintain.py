@@ -95,7 +95,7 @@ class TableOutcome:
         if self.entry is None:
             base["reason"] = f"failed: {self.error}"
         else:
-            base["health"] = {k: v for k, v in self.entry.score.health.items() if k != "fileSizes"}
+            base["health"] = dict(self.entry.score.health)
         return base
 
 

@@ -521,6 +521,14 @@ def _waited_days(facts: LogFacts) -> float:
 
 
 # --------------------------------------------------------------------------- the table
+def _log2_counts(sizes: Sequence[int]) -> list[dict[str, int]]:
+    """Files and bytes per log2 size bucket [2^k, 2^(k+1)) (the health page's histogram shape)."""
+    counts: dict[int, list[int]] = {}
+    for s in sizes:
+        counts.setdefault(max(0, s.bit_length() - 1), []).append(s)
+    return [{"log2": k, "files": len(v), "bytes": sum(v)} for k, v in sorted(counts.items())]
+
+
 def estimate_table(
     name: str,
     snapshot: Snapshot,
@@ -562,7 +570,7 @@ def estimate_table(
         "statsCoverage": _coverage(n, missing + partial),
         "lastMaintained": last_maintained(facts),
         "clusterOverlap": extra.get("clusterOverlap"),
-        "fileSizes": sorted(snapshot.file_table.sizes),
+        "fileSizeHistogram": _log2_counts(snapshot.file_table.sizes),
     }
     waited = _waited_days(facts)
     seconds = sum(a.seconds for a in actions)
