@@ -323,7 +323,8 @@ def maintain(
     Args:
         spark: session for the operations (None: the running one, else started when a rewrite needs it).
         tables: paths, catalog names or opened tables (each listed once).
-        budget: seconds or a duration (``20m``); no table starts after it, and no table takes more than
+        budget: seconds or a duration (``20m``), counted from when the queue starts (after the read-only
+            scoring); no table or action starts after it, and no table takes more than
             ``MaintenanceConfig.table_share`` of it. None: no limit.
         max_tables: at most this many tables get work (the highest ranked).
         only: actions to consider (``optimize,purge,vacuum,analyze``); None: all.
@@ -359,7 +360,7 @@ def maintain(
     queue = queue_of(scores)
     with_work = [e for e in queue if e.has_work]
     chosen = with_work[:max_tables] if max_tables is not None else with_work
-    clock = _Clock(seconds, table_cap(seconds), began)
+    clock = _Clock(seconds, table_cap(seconds))  # the budget is for the work: it counts from the queue's start
     ran = {} if dry_run else _run_queue(session, [(opened[e.score.table], e) for e in chosen], clock, pool_size)
     chosen_names = {e.score.table for e in chosen}
     for e in queue:
