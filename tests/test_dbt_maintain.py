@@ -76,11 +76,15 @@ def test_run_operation_maintain_worst_first_within_a_budget_then_continues(proje
     by = {t["table"]: t for t in first["tables"]}
     worst = with_work[0]
     assert by[worst]["status"] == "done" and by[worst]["rank"] == 1
+    ran_first = [t for t in with_work if by[t]["status"] == "done"]
+    assert ran_first == with_work[: len(ran_first)]  # worst first, in rank order
     deferred = [t for t in first["tables"] if t["status"] == "deferred"]
-    assert deferred and all(t["deferredReason"] == "budget spent" and t["score"] > 0 for t in deferred)
+    assert deferred and all(t["score"] > 0 for t in deferred)
+    assert all(
+        t["deferredReason"] == "budget spent" or t["deferredReason"].startswith("would not fit") for t in deferred
+    )
     after = _versions(project, listed)
-    changed = {t for t in listed if after[t] != before[t]}
-    assert changed == {worst}
+    assert {t for t in listed if after[t] != before[t]} == set(ran_first)  # nothing else was written
     assert all(a["predictedSeconds"] > 0 and a["seconds"] > 0 for a in by[worst]["ran"])
 
     project("run-operation", "maintain", "--args", "{select: '*', budget: 1s, workers: 1}")

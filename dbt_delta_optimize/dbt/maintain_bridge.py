@@ -4,8 +4,14 @@ The macro hands over the selected nodes (models and snapshots; views and ephemer
 Jinja) as plain data. Here a non-Delta node (file_format, or a table whose location holds no Delta log)
 and a table not built yet are skipped with a note; the rest go to ``maintain`` by catalog name on dbt's
 Spark session. The report is written to ``target/delta_maintenance.json``; the previous one there
-calibrates this run's cost predictions. Over thrift, http and odbc without a Spark Connect address
-there is no session for the rewrites: every table is reported skipped with what to run instead.
+calibrates this run's cost predictions.
+
+Over thrift, http and odbc (no Spark session) the SQL path does what SQL can: tables are found with
+``DESCRIBE TABLE EXTENDED``, scored from their logs where the dbt host can read them, and the work runs
+as statements on dbt's connection, in dbt's thread: ``REORG TABLE ... APPLY (PURGE)``, ``OPTIMIZE``
+(``ZORDER BY`` the files' columns) and ``VACUUM`` (the server's own retention check). It cannot compute
+statistics (open-source delta-spark has no statement for it) nor hold a rewrite to the per-table cap:
+the report's ``notes`` say so, and such actions are "unavailable".
 """
 
 from __future__ import annotations
@@ -75,6 +81,84 @@ def _delta_nodes(spark: Any, nodes: list[dict[str, Any]]) -> tuple[list[dict[str
     return keep, skipped
 
 
+#: What the SQL path cannot do, said once per report.
+SQL_NOTES = (
+    "analyze: open-source delta-spark has no SQL statement that computes statistics for existing files; "
+    "use dbt-spark's method session (or a Spark Connect address) for it",
+    "the per-table share of the budget cannot stop a statement the server runs: only new work stops at the budget",
+)
+
+
+def _sql_runners(conn: Any, names: Mapping[str, str]) -> dict[str, Any]:
+    """Runners that send each action's statement through dbt's connection (``names``: location -> table)."""
+    from . import sql_statements as sql
+
+    def runner(action: str, statement: Any) -> Any:
+        def run(request: Any) -> dict[str, Any]:
+            text = statement(names[request.table.name], request.estimate, request.table)
+            rows = conn.rows(text)
+            return {"engine": "sql", "statement": text, "rows": json.loads(json.dumps(rows[:20], default=str))}
+
+        return run
+
+    def zorder(table: str, est: Any, handle: Any) -> str:
+        from ..plan.liquid import is_clustered_table
+
+        cols = est.benefit.get("clusteredBy") or ()
+        return sql.optimize(table, zorder_by=() if is_clustered_table(handle.snapshot.protocol) else tuple(cols))
+
+    return {
+        "purge": runner("purge", lambda t, e, h: sql.purge(t)),
+        "optimize": runner("optimize", zorder),
+        "vacuum": runner("vacuum", lambda t, e, h: f"VACUUM {sql.table_name(t)}"),
+    }
+
+
+def _over_sql(
+    target: SparkTarget,
+    nodes: list[dict[str, Any]],
+    options: Mapping[str, str] | None,
+    path: str,
+    budget: Any,
+    max_tables: Any,
+    only: Any,
+    dry_run: Any,
+) -> dict[str, Any]:
+    """The SQL path: tables found through dbt's connection, scored from their logs, run as statements."""
+    from ..ops.maintain import maintain
+    from .sql_engine import SqlTable
+
+    conn = target.sql_connection()
+    keep: dict[str, dict[str, Any]] = {}
+    skipped = []
+    for n in nodes:
+        fmt = n.get("file_format")
+        entry = None if fmt is not None and str(fmt).lower() != "delta" else SqlTable.lookup(conn, n["table"])
+        if entry is None or entry.format != "delta" or not entry.location:
+            what = f"file_format is {fmt}" if entry is None and fmt else "not a Delta table (or not built yet)"
+            skipped.append({**n, "reason": what})
+        else:
+            keep[entry.location] = n
+    if not keep:
+        return {"tables": [], "skipped": skipped, "notes": list(SQL_NOTES)}
+    report = maintain(
+        None,
+        list(keep),
+        budget=budget,
+        max_tables=_int_or_none("max_tables", max_tables),
+        only=only,
+        dry_run=dry_run,
+        storage_options=options,
+        workers=1,  # dbt's connection belongs to this thread
+        previous=_read_previous(path),
+        runners=_sql_runners(conn, {loc: n["table"] for loc, n in keep.items()}),
+    ).to_dict()
+    for t in report["tables"]:
+        node = keep.get(t["table"], {})
+        t["location"], t["table"], t["model"] = t["table"], node.get("table", t["table"]), node.get("model")
+    return {**report, "skipped": skipped, "notes": list(SQL_NOTES), "engine": "sql"}
+
+
 def _lines(report: Mapping[str, Any], skipped: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for t in report.get("tables") or []:
@@ -121,12 +205,10 @@ def run_maintain(
         nodes = _nodes(tables)
         options = parse_operation_args(None, None, dry_run, storage_options).storage_options
         target = SparkTarget.parse(spark_target)
-        if not target.uses_session:
-            reason = (
-                f"maintain needs a Spark session (dbt-spark method session, or a Spark Connect address); "
-                f"{target.describe()}: run `dbt run-operation optimize` / `purge` for single tables instead"
-            )
-            out["skipped"] = [{**n, "reason": reason} for n in nodes]
+        if target.engine == "sql":
+            out.update(_over_sql(target, nodes, options, path, budget, max_tables, only, dry_run))
+        elif not target.uses_session:
+            out["skipped"] = [{**n, "reason": target.skip_reason()} for n in nodes]
         else:
             from ..ops.maintain import maintain
 

@@ -206,8 +206,25 @@ class _Clock:
     cap: float | None
     started: float = field(default_factory=time.monotonic)
 
+    started_any: bool = False
+
     def spent(self) -> bool:
         return self.budget is not None and time.monotonic() - self.started >= self.budget
+
+    def why_not(self, predicted: float) -> str | None:
+        """Why a table must not start now (None: it may): the budget is spent, or its predicted seconds (up
+        to the per-table cap) exceed what is left. The first table of a run always starts, so a budget too
+        small for the worst table still moves the queue on (aging brings every table to the front)."""
+        if self.budget is None:
+            return None
+        left = self.budget - (time.monotonic() - self.started)
+        if left <= 0:
+            return "budget spent"
+        need = min(predicted, self.cap) if self.cap is not None else predicted
+        if self.started_any and need > left:
+            return f"would not fit: predicted {need:.1f}s, {left:.1f}s of the budget left"
+        self.started_any = True
+        return None
 
     def allowance(self, table_started: float) -> float | None:
         """Seconds this table may still take: the cap from its start and what is left of the budget."""
@@ -232,14 +249,16 @@ def _run_action(runner: Runner | None, request: ActionRequest) -> ActionOutcome:
     return ActionOutcome(est.action, "done", time.monotonic() - began, est.seconds, est.raw_seconds, metrics)
 
 
-def _run_table(spark: SparkSession | None, table: Table, entry: QueueEntry, clock: _Clock) -> TableOutcome:
+def _run_table(
+    spark: SparkSession | None, table: Table, entry: QueueEntry, clock: _Clock, runners: Mapping[str, Runner]
+) -> TableOutcome:
     began = time.monotonic()
     ran: list[ActionOutcome] = []
     for est in entry.score.actions:
         if clock.spent() or (ran and ran[-1].status == "failed"):
             ran.append(ActionOutcome(est.action, "deferred", 0.0, est.seconds, est.raw_seconds))
             continue
-        outcome = _run_action(RUNNERS.get(est.action), ActionRequest(spark, table, est, clock.allowance(began)))
+        outcome = _run_action(runners.get(est.action), ActionRequest(spark, table, est, clock.allowance(began)))
         if outcome.status == "done":
             try:
                 table = table.refresh()
@@ -284,20 +303,32 @@ def _run_queue(
     work: list[tuple[Table, QueueEntry]],
     clock: _Clock,
     workers: int,
+    runners: Mapping[str, Runner],
 ) -> dict[str, TableOutcome]:
-    """Worst first on ``workers`` threads; a table starts only while the budget lasts."""
+    """Worst first on ``workers`` threads (one: in the calling thread); a table starts only while the budget lasts."""
     done: dict[str, TableOutcome] = {}
+
+    def defer(entry: QueueEntry, reason: str) -> None:
+        name = entry.score.table
+        done[name] = TableOutcome(name, entry.rank, entry, "deferred", deferred_reason=reason)
+
+    if workers == 1:  # the caller's thread: a connection bound to it (dbt's) stays usable
+        for table, entry in work:
+            if (reason := clock.why_not(entry.score.seconds)) is not None:
+                defer(entry, reason)
+            else:
+                done[entry.score.table] = _run_table(spark, table, entry, clock, runners)
+        return done
     started: list[Future[TableOutcome]] = []
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="maintain") as pool:
         running: set[Future[TableOutcome]] = set()
         for table, entry in work:
             while len(running) >= workers:
                 _, running = wait(running, return_when=FIRST_COMPLETED)
-            if clock.spent():
-                name = entry.score.table
-                done[name] = TableOutcome(name, entry.rank, entry, "deferred", deferred_reason="budget spent")
+            if (reason := clock.why_not(entry.score.seconds)) is not None:
+                defer(entry, reason)
                 continue
-            fut = pool.submit(_run_table, spark, table, entry, clock)
+            fut = pool.submit(_run_table, spark, table, entry, clock, runners)
             running.add(fut)
             started.append(fut)
     for fut in started:  # the pool is shut down: every future has its outcome
@@ -317,6 +348,7 @@ def maintain(
     storage_options: Mapping[str, str] | None = None,
     workers: int | None = None,
     previous: Mapping[str, Any] | None = None,
+    runners: Mapping[str, Runner] | None = None,
 ) -> MaintenanceReport:
     """Score every table from its log, then run the most valuable maintenance first within ``budget``.
 
@@ -324,14 +356,17 @@ def maintain(
         spark: session for the operations (None: the running one, else started when a rewrite needs it).
         tables: paths, catalog names or opened tables (each listed once).
         budget: seconds or a duration (``20m``), counted from when the queue starts (after the read-only
-            scoring); no table or action starts after it, and no table takes more than
-            ``MaintenanceConfig.table_share`` of it. None: no limit.
+            scoring); no table or action starts after it, a table predicted not to fit in what is left
+            waits (except the run's first), and no table takes more than ``MaintenanceConfig.table_share``
+            of it. None: no limit.
         max_tables: at most this many tables get work (the highest ranked).
         only: actions to consider (``optimize,purge,vacuum,analyze``); None: all.
         dry_run: rank and estimate only; nothing is written and no Spark is started for paths.
         workers: tables run at once (default: half the cores, at most 4, with a Spark session).
         previous: a previous report's JSON (``MaintenanceReport.to_dict``): its actual seconds calibrate
             this run's predictions.
+        runners: how each action runs (default ``maintain_runners.RUNNERS``: the ops operations); the dbt
+            bridge's SQL path passes statements run through dbt's connection.
 
     Returns:
         MaintenanceReport: every table once, in rank order, with what ran and its metrics.
@@ -361,7 +396,8 @@ def maintain(
     with_work = [e for e in queue if e.has_work]
     chosen = with_work[:max_tables] if max_tables is not None else with_work
     clock = _Clock(seconds, table_cap(seconds))  # the budget is for the work: it counts from the queue's start
-    ran = {} if dry_run else _run_queue(session, [(opened[e.score.table], e) for e in chosen], clock, pool_size)
+    work = [(opened[e.score.table], e) for e in chosen]
+    ran = {} if dry_run else _run_queue(session, work, clock, pool_size, RUNNERS if runners is None else runners)
     chosen_names = {e.score.table for e in chosen}
     for e in queue:
         name = e.score.table
