@@ -49,7 +49,7 @@ def test_the_issues_five_tables_dry_run_then_max_tables_then_a_second_run(tmp_pa
     t = hidden_check_tables(str(tmp_path))
     rows = {k: _rows(p) for k, p in t.items()}
     before = _logs(t)
-    names = ["F", "E", "C", "B", "A", "A"]  # given out of order, A twice
+    names = ["F", "E", "C", "B", "A", "A", "./A"]  # given out of order, A three times
     dry = cli("maintain", *names, "--dry-run", "--json", cwd=str(tmp_path))
     assert dry.returncode == 0, dry.stderr
     listed = json.loads(dry.stdout)["tables"]

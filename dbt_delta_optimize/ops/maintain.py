@@ -390,6 +390,8 @@ def maintain(
         except DeltaOptimizeError as exc:
             outcomes.append(TableOutcome(name, 0, None, "failed", error=str(exc), error_code=exit_code(exc)))
             continue
+        if any(t.snapshot.location == table.snapshot.location for t in opened.values()):
+            continue  # the same table under another name: listed once, as first given
         opened[score.table] = table
         scores.append(score)
     queue = queue_of(scores)
