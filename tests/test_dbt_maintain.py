@@ -97,3 +97,11 @@ def test_run_operation_maintain_worst_first_within_a_budget_then_continues(proje
     assert optimize_costs and {c["calibration"] for c in optimize_costs} == {"previous run"}
 
     assert "must be" in project.fails("run-operation", "maintain", "--args", "{select: '*', budget: soon}")
+
+    # the on-run-end form: the Delta models this run built (here one model, and a view that is left out)
+    project(
+        "run", "-s", "events_merge", "events_view", "--vars", "{use_post_hooks: false, use_maintain_on_run_end: true}"
+    )
+    hook = _report(project)
+    assert [t["table"] for t in hook["tables"]] == ["ddo_it.events_merge"] and not hook["skipped"]
+    assert hook["tables"][0]["status"] in ("done", "nothing to do")
