@@ -71,7 +71,7 @@ def test_run_operation_maintain_worst_first_within_a_budget_then_continues(proje
     assert "delta_maintain #1 " in out
     before = _versions(project, listed)
 
-    project("run-operation", "maintain", "--args", "{select: '*', budget: 1s, workers: 1}")
+    project("run-operation", "maintain", "--args", "{select: '*', budget: 0.1, workers: 1}")
     first = _report(project)
     by = {t["table"]: t for t in first["tables"]}
     worst = with_work[0]
@@ -87,7 +87,7 @@ def test_run_operation_maintain_worst_first_within_a_budget_then_continues(proje
     assert {t for t in listed if after[t] != before[t]} == set(ran_first)  # nothing else was written
     assert all(a["predictedSeconds"] > 0 and a["seconds"] > 0 for a in by[worst]["ran"])
 
-    project("run-operation", "maintain", "--args", "{select: '*', budget: 1s, workers: 1}")
+    project("run-operation", "maintain", "--args", "{select: '*', budget: 0.1, workers: 1}")
     second = _report(project)
     done = [t["table"] for t in second["tables"] if t["status"] == "done"]
     assert done and set(done) <= {t["table"] for t in deferred}  # it continues with what was deferred

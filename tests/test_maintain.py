@@ -112,8 +112,9 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path):
     assert _logs(t) == before
     with pytest.raises(InvalidArgumentError):
         maintain(None, t["A"], dry_run=True)  # a string, not a list
-    with pytest.raises(InvalidConfigError):
-        maintain(None, [t["A"]], budget="0s", dry_run=True)
+    for bad in ("0s", 0, -1.5, True):
+        with pytest.raises(InvalidConfigError):
+            maintain(None, [t["A"]], budget=bad, dry_run=True)
 
 
 def test_a_failed_table_is_reported_and_the_others_run(tmp_path):

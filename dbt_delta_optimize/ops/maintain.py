@@ -160,7 +160,11 @@ def _check(budget: float | str | None, max_tables: int | None, workers: int | No
         raise InvalidArgumentError(f"max_tables must be a whole number >= 1, got {max_tables!r}.")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise InvalidArgumentError(f"workers must be a whole number >= 1, got {workers!r}.")
-    return None if budget is None else parse_duration(budget, key="budget")
+    if budget is None:
+        return None
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool) and 0 < budget <= 7 * 86400:
+        return float(budget)  # seconds, below one too: a budget is the queue's, not a rewrite's
+    return parse_duration(budget, key="budget")
 
 
 def _unique(tables: Sequence[str | Table]) -> list[str | Table]:
@@ -355,7 +359,7 @@ def maintain(
     Args:
         spark: session for the operations (None: the running one, else started when a rewrite needs it).
         tables: paths, catalog names or opened tables (each listed once).
-        budget: seconds or a duration (``20m``), counted from when the queue starts (after the read-only
+        budget: seconds (a number, fractions allowed) or a duration (``25s``, ``20m``), counted from when the queue starts (after the read-only
             scoring); no table or action starts after it, a table predicted not to fit in what is left
             waits (except the run's first), and no table takes more than ``MaintenanceConfig.table_share``
             of it. None: no limit.

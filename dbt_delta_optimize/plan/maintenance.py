@@ -73,11 +73,13 @@ class MaintenanceConfig:
     file_open_seconds: float = 0.01  #: a query opening one more file (request, footer)
     skip_share: float = 0.5  #: share of a file's bytes a filter could skip with its statistics
     reclaim_seconds_per_gib: float = 1.0  #: weight of one GiB of storage given back, in scan-seconds
-    read_bytes_per_second: float = 32 * MiB  #: rewrite input (measured: bench/maintain_rank.py, one local core)
+    #: rewrite throughput and per-file cost: a least-squares fit over 50 compactions on one local core
+    #: (bench/maintain_rank.py: 36 ms overhead, 12 MB/s of input read and written, 3.6 ms per file)
+    read_bytes_per_second: float = 32 * MiB  #: rewrite input
     write_bytes_per_second: float = 16 * MiB  #: rewrite output (re-encoded and compressed)
-    seconds_per_file: float = 0.005  #: per input file of a rewrite, per file VACUUM lists or deletes
+    seconds_per_file: float = 0.004  #: per input file of a rewrite, per file VACUUM lists or deletes
     overhead_seconds: Mapping[str, float] = field(
-        default_factory=lambda: {"purge": 0.5, "optimize": 0.5, "analyze": 0.5, "vacuum": 0.5}
+        default_factory=lambda: {"purge": 0.05, "optimize": 0.05, "analyze": 0.05, "vacuum": 0.05}
     )
     min_purge_ratio: float = 0.05  #: purge only when at least this share of the DV files' rows is deleted
     min_overlap: float = 2.0  #: re-cluster only when a clustered value lies in this many files on average
