@@ -12,28 +12,14 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from dbt_delta_optimize.engine.session import delta_jars
-from tests.dbt_project import DbtProject
+from tests.dbt_project import DbtProject, session_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    work = tmp_path_factory.mktemp("dbt-maintain")
-    jars = delta_jars()
-    assert jars, "Delta's jars are missing: run `make setup`"
-    p = DbtProject(
-        work,
-        "session",
-        {
-            "DBT_DELTA_OPTIMIZE_JARS": ",".join(jars),
-            "DBT_DELTA_OPTIMIZE_WAREHOUSE": str(work / "wh"),
-            "DBT_DELTA_OPTIMIZE_METASTORE": str(work / "metastore_db"),
-        },
-    )
-    p("deps")
-    return p
+    return session_project(tmp_path_factory.mktemp("dbt-maintain"))
 
 
 def _report(project: DbtProject) -> dict:
