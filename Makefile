@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 EXECUTOR_VENV := .venv-executor
 
-setup: $(VENV)/.installed $(JARS_DIR)/.resolved build-support/node_modules/.installed $(EXECUTOR_VENV)/.installed
+setup: $(VENV)/.installed $(JARS_DIR)/.resolved build-support/node_modules/.installed $(EXECUTOR_VENV)/.installed browser
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ $(JARS_DIR)/.resolved: build-support/delta-jars.pom.xml | $(VENV)/bin/python
 	touch $@
 
 jars: $(JARS_DIR)/.resolved
+
+# A real browser for the project health page's test (Debian's chromium, headless); installed once.
+.PHONY: browser
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	    { apt-get update -q && apt-get install -y -q chromium; } || \
+	    { sudo apt-get update -q && sudo apt-get install -y -q chromium; }
 
 # The Python of the test cluster's executors: what a real cluster's executors have (pyarrow, numpy,
 # pandas, pinned to the main venv's versions), but NOT this package, which the engine must ship.

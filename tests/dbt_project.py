@@ -156,3 +156,22 @@ def spark_rows(spark: Any, path: str, columns: Sequence[str] | None = None) -> l
         for n in names
     ]
     return normalized(tuple(r) for r in frame.select(*cols).collect())
+
+
+def session_project(work: Path) -> DbtProject:
+    """integration_tests/ on the ``session`` target (an embedded Spark with Delta's jars) under ``work``, deps installed."""
+    from dbt_delta_optimize.engine.session import delta_jars
+
+    jars = delta_jars()
+    assert jars, "Delta's jars are missing: run `make setup`"
+    p = DbtProject(
+        work,
+        "session",
+        {
+            "DBT_DELTA_OPTIMIZE_JARS": ",".join(jars),
+            "DBT_DELTA_OPTIMIZE_WAREHOUSE": str(work / "wh"),
+            "DBT_DELTA_OPTIMIZE_METASTORE": str(work / "metastore_db"),
+        },
+    )
+    p("deps")
+    return p

@@ -23,6 +23,7 @@ from .common import (
 )
 from .format import echo_json
 from .inspect import inspect_commands
+from .maintain import maintain_commands
 from .optimize import optimize_commands
 from .purge import purge_commands
 
@@ -65,7 +66,7 @@ def jars(as_json: bool) -> None:
         click.echo(",".join(found))
 
 
-for _command in (*optimize_commands, *purge_commands, *inspect_commands):
+for _command in (*optimize_commands, *purge_commands, *inspect_commands, *maintain_commands):
     cli.add_command(_command)
 
 

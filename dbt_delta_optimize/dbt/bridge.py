@@ -28,6 +28,7 @@ from dbt.plugins.manager import dbtPlugin
 
 from . import sql_hooks, target_files
 from .connection import SparkTarget
+from .maintain_bridge import run_maintain
 from .settings import ModelSettings, OperationArgs, parse_operation_args, parse_settings
 from .sql_engine import SqlConnection
 
@@ -445,6 +446,7 @@ class Bridge:
             "run_model": self.run_model,
             "run_operation": self.run_operation,
             "run_purge": self.run_purge,
+            "run_maintain": run_maintain,
         }
 
 

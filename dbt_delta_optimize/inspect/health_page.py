@@ -361,3 +361,7 @@ def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Ma
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(page)
     return path
+
+
+#: Shared with the project page (``project_page``): one escaping, one SVG frame, one jinja2 environment.
+esc, svg_open, environment = _esc, _svg_open, _environment

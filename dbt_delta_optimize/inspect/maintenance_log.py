@@ -1,0 +1,99 @@
+"""What maintenance scoring needs from the log beyond the live files: tombstones and recent commits.
+
+Read through the snapshot's own storage (no data file is opened): the remove actions of the newest
+checkpoint and of the commits the log still holds (at most ``lookback`` of them, newest first), and
+each commit's operation, timestamp and rewrite metrics. A checkpoint drops tombstones that were past
+retention when it was written; the commit files before it still hold them, which is why commits before
+the checkpoint are read too (within ``lookback``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..delta.actions import COMMIT_INFO, REMOVE
+from ..delta.checkpoint_v2 import checkpoint_files
+from ..delta.log import commit_path, list_log
+from ..delta.snapshot import Snapshot
+from ..plan.maintenance import CommitSummary, LogFacts, Tombstone
+
+__all__ = ["DEFAULT_LOOKBACK", "commit_summary", "read_log_facts"]
+
+#: Commits read back from the snapshot's version (so a long log cannot make scoring slow).
+DEFAULT_LOOKBACK = 1000
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None
+
+
+def commit_summary(version: int, info: dict[str, Any]) -> CommitSummary:
+    """A commitInfo as aging and calibration need it (delta-spark's string metrics or numbers)."""
+    metrics = info.get("operationMetrics") if isinstance(info.get("operationMetrics"), dict) else {}
+    assert isinstance(metrics, dict)
+    duration = _int(metrics.get("executionTimeMs"))
+    start, end = _int(metrics.get("startTimeMs")), _int(metrics.get("endTimeMs"))
+    if duration is None and start is not None and end is not None and end >= start:
+        duration = end - start
+    return CommitSummary(
+        version,
+        _int(info.get("inCommitTimestamp")) or _int(info.get("timestamp")),
+        info.get("operation") if isinstance(info.get("operation"), str) else None,
+        _int(metrics.get("numRemovedBytes")) or 0,
+        _int(metrics.get("numAddedBytes")) or 0,
+        duration,
+    )
+
+
+def _tombstone(remove: dict[str, Any]) -> Tombstone | None:
+    path = remove.get("path")
+    if not isinstance(path, str):
+        return None
+    return Tombstone(path, _int(remove.get("size")), _int(remove.get("deletionTimestamp")))
+
+
+def _checkpoint_tombstones(snapshot: Snapshot, names: tuple[str, ...]) -> list[Tombstone]:
+    import pyarrow.parquet as pq
+
+    where = checkpoint_files(snapshot.storage, snapshot.location, names)
+    out = [t for a in where.json_actions if REMOVE in a and (t := _tombstone(a[REMOVE])) is not None]
+    for path in where.parquet:
+        with snapshot.storage.open_input(path) as fh:
+            pf = pq.ParquetFile(fh)
+            if REMOVE not in pf.schema_arrow.names:
+                continue
+            have = pf.schema_arrow.field(REMOVE).type
+            cols = [f"{REMOVE}.{c}" for c in ("path", "size", "deletionTimestamp") if have.get_field_index(c) >= 0]
+            rows = pf.read(columns=cols).column(REMOVE).to_pylist()
+        out.extend(t for r in rows if r and (t := _tombstone(r)) is not None)
+    return out
+
+
+def read_log_facts(snapshot: Snapshot, *, now_ms: int, lookback: int = DEFAULT_LOOKBACK) -> LogFacts:
+    """Tombstones (checkpoint's, then the commits') and commit summaries (newest first) up to ``snapshot.version``."""
+    storage, root = snapshot.storage, snapshot.location
+    listing = list_log(storage, root)
+    cp = listing.checkpoint_at_or_before(snapshot.version)
+    tombstones = _checkpoint_tombstones(snapshot, listing.checkpoints[cp]) if cp is not None else []
+    commits: list[CommitSummary] = []
+    present = set(listing.commits)
+    for v in range(snapshot.version, max(snapshot.version - lookback, -1), -1):
+        if v not in present:
+            break  # cleaned up by log retention: only the checkpoint remains before this
+        info: dict[str, Any] = {}
+        for line in storage.read_bytes(commit_path(root, v)).splitlines():
+            if b'"remove"' in line or b'"commitInfo"' in line:
+                action = json.loads(line)
+                if REMOVE in action and (t := _tombstone(action[REMOVE])) is not None:
+                    tombstones.append(t)
+                elif COMMIT_INFO in action and isinstance(action[COMMIT_INFO], dict):
+                    info = action[COMMIT_INFO]
+        commits.append(commit_summary(v, info))
+    return LogFacts(now_ms, tuple(tombstones), tuple(commits))

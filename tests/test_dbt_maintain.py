@@ -1,0 +1,93 @@
+"""``dbt run-operation maintain`` on integration_tests/ through real dbt-spark (method: session) with Delta.
+
+The project is built without the hooks (so its tables keep their small files); a dry run lists every
+Delta model and the snapshot, skips the view and the Parquet model and changes no log; a run with a
+budget too small for all of it does the worst table first and defers the rest; a second run continues.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.dbt_project import DbtProject, session_project
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return session_project(tmp_path_factory.mktemp("dbt-maintain"))
+
+
+def _report(project: DbtProject) -> dict:
+    return json.loads((project.work / "target" / "delta_maintenance.json").read_text())
+
+
+def _path(project: DbtProject, table: str) -> str:
+    return str(project.work / "wh" / "ddo_it.db" / table.split(".")[1])
+
+
+def _versions(project: DbtProject, tables) -> dict[str, int]:
+    return {t: DeltaTable(_path(project, t)).version() for t in tables}
+
+
+@pytest.mark.timeout(1800)
+def test_run_operation_maintain_worst_first_within_a_budget_then_continues(project):
+    project("seed")
+    project("build", "--vars", "{use_post_hooks: false}")
+
+    out = project("run-operation", "maintain", "--args", "{select: '*', dry_run: true}")
+    dry = _report(project)
+    listed = [t["table"] for t in dry["tables"]]
+    assert len(listed) == len(set(listed))
+    assert "ddo_it.events_snapshot" in listed  # snapshots are included
+    assert "ddo_it.events_view" not in listed and "ddo_it.events_view" not in json.dumps(
+        dry["skipped"]
+    )  # views: left out
+    assert "ddo_it.skipped_model" not in listed  # meta.delta_optimize.skip
+    assert {s["table"] for s in dry["skipped"]} == {"ddo_it.parquet_model"}
+    assert [t["rank"] for t in dry["tables"]] == list(range(1, len(listed) + 1))
+    assert all(t["status"] in ("planned", "nothing to do") for t in dry["tables"])
+    assert all(t["model"] for t in dry["tables"])
+    with_work = [t["table"] for t in dry["tables"] if t["actions"]]
+    assert len(with_work) >= 3, dry
+    assert "delta_maintain #1 " in out
+    before = _versions(project, listed)
+
+    project("run-operation", "maintain", "--args", "{select: '*', budget: 0.1, workers: 1}")
+    first = _report(project)
+    by = {t["table"]: t for t in first["tables"]}
+    worst = with_work[0]
+    assert by[worst]["status"] == "done" and by[worst]["rank"] == 1
+    ran_first = [t for t in with_work if by[t]["status"] == "done"]
+    assert ran_first == with_work[: len(ran_first)]  # worst first, in rank order
+    deferred = [t for t in first["tables"] if t["status"] == "deferred"]
+    assert deferred and all(t["score"] > 0 for t in deferred)
+    assert all(
+        t["deferredReason"] == "budget spent" or t["deferredReason"].startswith("would not fit") for t in deferred
+    )
+    after = _versions(project, listed)
+    assert {t for t in listed if after[t] != before[t]} == set(ran_first)  # nothing else was written
+    assert all(a["predictedSeconds"] > 0 and a["seconds"] > 0 for a in by[worst]["ran"])
+
+    project("run-operation", "maintain", "--args", "{select: '*', budget: 0.1, workers: 1}")
+    second = _report(project)
+    done = [t["table"] for t in second["tables"] if t["status"] == "done"]
+    assert done and set(done) <= {t["table"] for t in deferred}  # it continues with what was deferred
+    assert {t["table"]: t for t in second["tables"]}[worst]["rank"] > 1  # the compacted table moved down
+    # the first run's actual seconds calibrate the second run's predictions
+    optimize_costs = [e["cost"] for t in second["tables"] for e in t["estimates"] if e["action"] == "optimize"]
+    assert optimize_costs and {c["calibration"] for c in optimize_costs} == {"previous run"}
+
+    assert "must be" in project.fails("run-operation", "maintain", "--args", "{select: '*', budget: soon}")
+
+    # the on-run-end form: the Delta models this run built (here one model, and a view that is left out)
+    project(
+        "run", "-s", "events_merge", "events_view", "--vars", "{use_post_hooks: false, use_maintain_on_run_end: true}"
+    )
+    hook = _report(project)
+    assert [t["table"] for t in hook["tables"]] == ["ddo_it.events_merge"] and not hook["skipped"]
+    assert hook["tables"][0]["status"] in ("done", "nothing to do")
