@@ -304,11 +304,21 @@ def _live_files(dt: Any, root: str, storage: Storage, version: int, prefetched: 
     log = prefetched
     if log is None or log.version != version:
         log = read_log_adds(storage, root, version, _log.list_log(storage, root))
+    _release_unused()  # the checkpoint's decoded pages, freed but kept by Arrow's allocator
     table, missing = match_live(storage, root, log, live)
     if missing:
         return _objects(dt, root, storage, version)
     _check_paths(table, root)
     return table
+
+
+def _release_unused() -> None:
+    """Hand the memory Arrow's allocator keeps after large reads back to the system (mimalloc and jemalloc
+    keep freed pages for reuse): on a million-file log that is the checkpoint's decoded pages, about as
+    large as the adds themselves, which would otherwise stay in the process's peak through planning."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _read_adds(storage: Storage, root: str, version: int | None) -> LogAdds | None:
