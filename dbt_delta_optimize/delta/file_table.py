@@ -79,7 +79,11 @@ def _conform(adds: Any) -> Any:
 
 
 def _checkpoint_parts(
-    storage: Storage, path: str, fields: Sequence[str], shape: Callable[[Any], Any] | None = None
+    storage: Storage,
+    path: str,
+    fields: Sequence[str],
+    shape: Callable[[Any], Any] | None = None,
+    before: Callable[[int], None] | None = None,
 ) -> list[Any]:
     """The checkpoint's add actions (rows with a path) as structs of only ``fields`` (those present), one
     array per row group.
@@ -97,6 +101,8 @@ def _checkpoint_parts(
         # of this Python file in flight on Arrow's I/O threads after it returns, and they abort the process at
         # exit (apache/arrow#34314). ParquetFile's reads are synchronous.
         pf = pq.ParquetFile(fh)
+        if before is not None:  # the footer says how large it is before a row is read
+            before(pf.metadata.num_rows)
         if ADD not in pf.schema_arrow.names:  # a V2 top-level file or a sidecar of removes only
             empty = pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
             return [shape(empty) if shape is not None else empty]
@@ -107,7 +113,8 @@ def _checkpoint_parts(
             for adds in pf.read_row_group(group, columns=columns, use_threads=False).column(ADD).chunks:
                 column = pa.StructArray.from_arrays(adds.flatten(), names=[f.name for f in adds.type])
                 column = column.filter(pc.is_valid(column.field("path")))  # null rows: null leaves
-                parts.append(shape(column) if shape is not None else column)
+                if len(column):
+                    parts.append(shape(column) if shape is not None else column)
     if not parts:
         empty = pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
         return [shape(empty) if shape is not None else empty]
@@ -134,12 +141,14 @@ def _inline_adds(where: CheckpointFiles, fields: Sequence[str]) -> Any | None:
     return pa.array([{f.name: r.get(f.name) for f in wanted} for r in rows], pa.struct(wanted))
 
 
-def _checkpoint_adds(storage: Storage, root: str, names: Sequence[str]) -> list[Any]:
+def _checkpoint_adds(
+    storage: Storage, root: str, names: Sequence[str], before: Callable[[int], None] | None = None
+) -> list[Any]:
     """Every add of a checkpoint but its stats (the bulk of its bytes), which planning rarely reads."""
     _, add_type = _types()
     fields = [f.name for f in add_type if f.name != "stats"]
     where = checkpoint_files(storage, root, names)
-    parts = [part for path in where.parquet for part in _checkpoint_parts(storage, path, fields, _conform)]
+    parts = [part for path in where.parquet for part in _checkpoint_parts(storage, path, fields, _conform, before)]
     inline = _inline_adds(where, fields)
     return parts if inline is None else [*parts, _conform(inline)]
 
@@ -454,13 +463,18 @@ class LogAdds:
     replay: _CommitReplay
 
 
-def read_log_adds(storage: Storage, root: str, version: int, listing: LogListing) -> LogAdds:
-    """Read the adds a snapshot at ``version`` is made of (the part that does not need deltalake's answer)."""
+def read_log_adds(
+    storage: Storage, root: str, version: int, listing: LogListing, before: Callable[[int], None] | None = None
+) -> LogAdds:
+    """Read the adds a snapshot at ``version`` is made of (the part that does not need deltalake's answer).
+
+    ``before`` is called with the rows of each checkpoint part before its adds are read (it may wait).
+    """
     import pyarrow as pa
 
     cp = listing.checkpoint_at_or_before(version)
     names = listing.checkpoints[cp] if cp is not None else ()
-    parts = _checkpoint_adds(storage, root, names)
+    parts = _checkpoint_adds(storage, root, names, before)
     part_versions = [pa.repeat(pa.scalar(cp, pa.int64()), len(p)) for p in parts]
     replay = _replay(storage, root, [v for v in listing.commits if (cp is None or v > cp) and v <= version])
     if replay.rows:
