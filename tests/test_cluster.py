@@ -71,6 +71,13 @@ def _client_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_client(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A Connect client script in its own process (Connect mode must not leak into this one)."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], env=_client_env(), capture_output=True, text=True, timeout=600
+    )
+
+
 def job_json(out: str) -> dict:
     """The JSON the job printed (spark-submit sends the Python driver's stderr to stdout too, logs first)."""
     lines = out.splitlines()
@@ -183,13 +190,7 @@ def test_spark_connect_python_api_and_dbt_server_method(connect_server, tmp_path
     small_files_table(path)
     small_files_table(zpath, appends=2)
     before, zbefore = rows(path), rows(zpath)
-    proc = subprocess.run(
-        [sys.executable, "-c", CONNECT_SCRIPT, connect_server.url, path, zpath, str(tmp_path / "target")],
-        env=_client_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_client(CONNECT_SCRIPT, connect_server.url, path, zpath, str(tmp_path / "target"))
     assert proc.returncode == 0, brief(proc.stderr)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (out["compact"]["numFilesRemoved"], out["compact"]["numFilesAdded"]) == (20, 4)
@@ -320,13 +321,7 @@ def test_connect_server_whose_workers_lack_pyarrow_falls_back_to_spark_in_one_li
     small_files_table(path, appends=2)
     before = rows(path)
     with spark_connect_server(str(tmp_path / "connect"), python=python) as server:
-        proc = subprocess.run(
-            [sys.executable, "-c", NO_PYARROW_SCRIPT, server.url, path],
-            env=_client_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = run_client(NO_PYARROW_SCRIPT, server.url, path)
     assert proc.returncode == 0, brief(proc.stderr)
     metrics = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (metrics["numFilesRemoved"], metrics["numFilesAdded"]) == (8, 4)

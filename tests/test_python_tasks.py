@@ -89,6 +89,16 @@ def test_one_job_runs_a_batch_of_bins_and_every_outcome_is_typed(spark, tmp_path
     assert isinstance(outcomes[2], Rewritten) and '"numRecords":4' in outcomes[2].stats
 
 
+#: The bootstrap as a worker runs it (pickled by value: its own source, no package), answering one message.
+SHIPPED_BOOTSTRAP = (
+    "import json, sys\n"
+    "ns = {'__name__': 'shipped'}\n"
+    "exec(open(sys.argv[1]).read(), ns)\n"
+    "class Sink:\n    def add(self, v): pass\n"
+    "print(json.dumps(list(ns['run_messages'](Sink(), iter([sys.argv[2]])))))\n"
+)
+
+
 def test_the_bootstrap_answers_with_a_fallback_where_the_package_cannot_be_imported(tmp_path):
     """The task function runs on a worker without this package (stdlib only) and says so in a typed outcome."""
     import json
@@ -96,17 +106,14 @@ def test_the_bootstrap_answers_with_a_fallback_where_the_package_cannot_be_impor
     from dbt_delta_optimize.tasks import bootstrap
     from dbt_delta_optimize.tasks.messages import Fallback, decode_outcome, encode
 
-    code = (
-        "import json, sys\n"
-        "ns = {'__name__': 'shipped'}\n"
-        "exec(open(sys.argv[1]).read(), ns)\n"
-        "class Sink:\n    def add(self, v): pass\n"
-        "print(json.dumps(list(ns['run_messages'](Sink(), iter([sys.argv[2]])))))\n"
-    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     text = encode(_bin_task(tmp_path, 7, []))
     out = subprocess.run(
-        [EXECUTOR_PYTHON, "-c", code, bootstrap.__file__, text], env=env, capture_output=True, text=True, cwd=tmp_path
+        [EXECUTOR_PYTHON, "-c", SHIPPED_BOOTSTRAP, bootstrap.__file__, text],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
     (answer,) = json.loads(out.stdout)
@@ -199,14 +206,7 @@ def test_the_bootstrap_names_the_module_and_the_python_where_a_dependency_is_mis
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
-    code = (
-        "import json, sys\n"
-        "ns = {'__name__': 'shipped'}\n"
-        "exec(open(sys.argv[1]).read(), ns)\n"
-        "class Sink:\n    def add(self, v): pass\n"
-        "print(json.dumps(list(ns['run_messages'](Sink(), iter([sys.argv[2]])))))\n"
-        "print(ns['probe_worker'](0))\n"
-    )
+    code = SHIPPED_BOOTSTRAP + "print(ns['probe_worker'](0))\n"
     root = os.path.dirname(os.path.dirname(os.path.abspath(bootstrap.__file__)))
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": os.path.dirname(root)}
     text = encode(_bin_task(tmp_path, 3, []))
