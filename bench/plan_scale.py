@@ -1,13 +1,17 @@
 """Planning at scale: a dry run over a 1,000,000-file table against the deltalake snapshot floor.
 
-Builds (once, cached under bench/results/) a log whose checkpoint holds N add actions in P
-partitions and no data files, then measures in fresh subprocesses, alternating the order:
+Builds (once, cached under bench/results/) a log whose checkpoint holds N add actions in P partitions,
+written directly with pyarrow in row groups, then one commit that removes 1,000 files and adds 500; no
+data files. Then measures in fresh subprocesses, alternating the order:
 - floor: deltalake loads the snapshot and its add actions (``DeltaTable`` + ``get_add_actions``);
 - ours: ``dbt-delta-optimize optimize TABLE --dry-run --json`` (snapshot, predicate, bins), no JVM;
-- ours, auto compaction: the auto-compact decision over every partition (``health``-style dry run).
-Prints median seconds and peak RSS of each, and the ratios ours/floor.
+- before (``--before DIR``): the same dry run with another checkout on PYTHONPATH;
+- health (``--health``): ``dbt-delta-optimize health TABLE --json``.
+Prints median wall seconds, CPU seconds (user + system: robust to other load on the machine) and peak
+RSS of each, and the ratios to the floor.
 
     .venv/bin/python bench/plan_scale.py [--files 1000000] [--partitions 1000] [--repeats 3]
+    .venv/bin/python bench/plan_scale.py --files 5000000 --repeats 1 --before /work/main --health
 """
 
 from __future__ import annotations
