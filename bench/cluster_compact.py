@@ -146,6 +146,7 @@ def main() -> None:
             opt = statistics.median(t for t, _ in values)
             wall = statistics.median(w for _, w in values)
             out[name] = {"optimize_s": opt, "command_s": wall, "vs_local": opt / base, "vs_local_tasks": opt / tasks}
+            out[name]["times_s"] = [t for t, _ in values]  #: per repeat (bench/noise.py: the run's spread)
             print(f"| {name} | {opt:.2f} s | {wall:.2f} s | {opt / base:.2f} | {opt / tasks:.2f} |")
         if args.json_out:
             with open(args.json_out, "w") as fh:

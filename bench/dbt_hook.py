@@ -97,6 +97,7 @@ def main() -> int:
         on, off = statistics.median(times[(case, True)]), statistics.median(times[(case, False)])
         h = statistics.median(inside[case])
         out[case] = {"with_hook_s": on, "without_s": off, "overhead_pct": 100 * (on - off) / off, "hook_s": h}
+        out[case]["times_s"] = {"with": times[(case, True)], "without": times[(case, False)]}  #: per repeat
         print(f"| {case} | {on:.1f}s | {off:.1f}s | {100 * (on - off) / off:+.1f}% | {h:.2f}s | {100 * h / off:.1f}% |")
     if args.json_out:
         with open(args.json_out, "w") as fh:

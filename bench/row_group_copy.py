@@ -143,7 +143,11 @@ def main() -> int:
         import json
 
         with open(args.json_out, "w") as fh:
-            json.dump({"median_s": med, "copy_vs_delta_rs": copy / rs, "copy_vs_reencode": copy / off}, fh, indent=2)
+            json.dump(
+                {"median_s": med, "times_s": times, "copy_vs_delta_rs": copy / rs, "copy_vs_reencode": copy / off},
+                fh,
+                indent=2,
+            )
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
     return 0

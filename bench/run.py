@@ -164,6 +164,7 @@ def bench_case(spark, work: str, name: str, partitions: int, files: int, rows: i
         "partitions": partitions,
         "repeats": repeats,
         "median_s": med,
+        "times_s": times,  #: per repeat, each repeat's engines back to back (bench/noise.py: the run's spread)
         "ours_vs_delta_spark": med["ours"] / med["delta-spark"],
         "ours_vs_delta_rs": med["ours"] / med["delta-rs"],
         "ours_vs_floor": med["ours"] / med["pyarrow-floor"],

@@ -92,6 +92,7 @@ def main() -> None:
     out = {
         "table": f"{args.partitions} partitions x {args.files} files, {expected} rows",
         "median_s": med,
+        "times_s": times,  #: per repeat (bench/noise.py: the run's spread)
         "warm_vs_delta_rs": med["ours"] / med["delta-rs"],
         "cli_cold_s": cold,
         "cli_cold_vs_delta_rs": cold / med["delta-rs"],

@@ -3,8 +3,9 @@ last recorded figures.
 
 Each benchmark is a script of this folder that measures our engine and the reference engines in the same
 run (medians, alternating order) and writes its figures as JSON; this runner collects the ratios, checks them
-against the issue targets, and compares them with ``bench/baseline.json``: a ratio more than 10% worse than
-recorded is printed as REGRESSED. ``--record`` makes this run the new baseline; ``--docs FILE`` (repeatable:
+against the issue targets, and compares them with ``bench/baseline.json``: a ratio worse than recorded by more
+than the run-to-run noise this run measured itself (``bench/noise.py``: max(10%, 1.5 x the relative spread of
+the per-repeat ratios)) is printed as REGRESSED. ``--record`` makes this run the new baseline; ``--docs FILE`` (repeatable:
 README.md and docs/performance.md) rewrites the table between ``<!-- bench:start -->`` and ``<!-- bench:end -->``
 in FILE from this run's output.
 
@@ -26,11 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from noise import ratios, regressed, relative_spread, tolerance
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BASELINE = os.path.join(HERE, "baseline.json")
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
-REGRESSION = 1.10
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,27 @@ class Metric:
     label: str
     value: Callable[[Any], float]
     target: float | None
+    #: the per-repeat ratios behind ``value`` (their spread is this run's noise); None: not measured
+    samples: Callable[[Any], list[float]] | None = None
 
 
 def _case(results: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return next(r for r in results if r["case"] == name)
+
+
+def _per_repeat(ours: str, reference: str, case: str | None = None) -> Callable[[Any], list[float]]:
+    """Per-repeat ratios ours / reference from a benchmark's ``times_s`` (of one ``case`` of bench/run.py)."""
+
+    def pick(r: Any) -> list[float]:
+        times = (_case(r, case) if case else r)["times_s"]
+        return ratios(times[ours], times[reference])
+
+    return pick
+
+
+def _per_repeat_engines(ours: str, reference: str) -> Callable[[Any], list[float]]:
+    """Per-repeat ratios of bench/cluster_compact.py, whose ``times_s`` are per engine."""
+    return lambda r: ratios(r[ours]["times_s"], r[reference]["times_s"])
 
 
 METRICS = [
@@ -55,6 +75,7 @@ METRICS = [
         "2,000 files / 114 MB, ours / delta-rs compact",
         lambda r: _case(r, "small")["ours_vs_delta_rs"],
         0.7,
+        _per_repeat("ours", "delta-rs", "small"),
     ),
     Metric(
         "local_small_vs_delta_spark",
@@ -62,6 +83,7 @@ METRICS = [
         "2,000 files / 114 MB, ours / delta-spark OPTIMIZE",
         lambda r: _case(r, "small")["ours_vs_delta_spark"],
         0.15,
+        _per_repeat("ours", "delta-spark", "small"),
     ),
     Metric(
         "local_large_vs_delta_rs",
@@ -69,6 +91,7 @@ METRICS = [
         "2,000 files / 1 GB, ours / delta-rs compact",
         lambda r: _case(r, "large")["ours_vs_delta_rs"],
         0.7,
+        _per_repeat("ours", "delta-rs", "large"),
     ),
     Metric(
         "local_large_vs_2proc",
@@ -76,6 +99,7 @@ METRICS = [
         "2,000 files / 1 GB, ours / 2-process pyarrow floor",
         lambda r: _case(r, "large")["ours_vs_2proc"],
         1.2,
+        _per_repeat("ours", "pyarrow-2proc", "large"),
     ),
     Metric(
         "s3_warm_vs_delta_rs",
@@ -83,6 +107,7 @@ METRICS = [
         "S3 (moto) 8 x 20 files, warm, ours / delta-rs",
         lambda r: r["warm_vs_delta_rs"],
         1.0,
+        _per_repeat("ours", "delta-rs"),
     ),
     Metric(
         "s3_cli_vs_delta_rs",
@@ -90,6 +115,7 @@ METRICS = [
         "S3 (moto), CLI in a fresh process, ours / delta-rs",
         lambda r: r["cli_cold_vs_delta_rs"],
         None,
+        lambda r: [r["cli_cold_s"] / t for t in r["times_s"]["delta-rs"]],
     ),
     Metric(
         "connect_vs_local_tasks",
@@ -97,6 +123,7 @@ METRICS = [
         "Spark Connect / local session, both running bins as Spark tasks",
         lambda r: r["Spark Connect"]["vs_local_tasks"],
         1.2,
+        _per_repeat_engines("Spark Connect", "local[2], bins as Spark tasks"),
     ),
     Metric(
         "connect_vs_local",
@@ -104,6 +131,7 @@ METRICS = [
         "Spark Connect / local session (its bins in the driver's threads)",
         lambda r: r["Spark Connect"]["vs_local"],
         None,
+        _per_repeat_engines("Spark Connect", "local[2] (embedded)"),
     ),
     Metric(
         "standalone_vs_local",
@@ -111,6 +139,7 @@ METRICS = [
         "standalone cluster / local session",
         lambda r: r["standalone (spark-submit)"]["vs_local"],
         None,
+        _per_repeat_engines("standalone (spark-submit)", "local[2] (embedded)"),
     ),
     Metric(
         "dbt_hook_overhead",
@@ -118,6 +147,7 @@ METRICS = [
         "dbt run with a compacting post-hook / without",
         lambda r: 1 + r["compaction runs"]["overhead_pct"] / 100,
         1.05,
+        lambda r: ratios(r["compaction runs"]["times_s"]["with"], r["compaction runs"]["times_s"]["without"]),
     ),
     Metric(
         "copy_vs_delta_rs",
@@ -125,6 +155,7 @@ METRICS = [
         "large row groups, ours (copy) / delta-rs",
         lambda r: r["copy_vs_delta_rs"],
         0.3,
+        _per_repeat("ours (copy)", "delta-rs"),
     ),
     Metric(
         "copy_vs_reencode",
@@ -132,6 +163,7 @@ METRICS = [
         "large row groups, ours (copy) / ours (re-encode)",
         lambda r: r["copy_vs_reencode"],
         0.3,
+        _per_repeat("ours (copy)", "ours (copy off)"),
     ),
 ]
 
@@ -159,8 +191,9 @@ def run_bench(name: str, work: str) -> Any:
         return json.load(fh)
 
 
-def collect(results: dict[str, Any]) -> dict[str, float]:
-    values = {}
+def collect(results: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each metric's ratio, and the relative spread of its per-repeat ratios (this run's noise)."""
+    values, spreads = {}, {}
     for m in METRICS:
         if results.get(m.bench) is None:
             continue
@@ -168,21 +201,37 @@ def collect(results: dict[str, Any]) -> dict[str, float]:
             values[m.key] = float(m.value(results[m.bench]))
         except (KeyError, StopIteration, TypeError) as exc:
             print(f"{m.key}: not in {m.bench}'s results ({exc})")
-    return values
+            continue
+        try:
+            spreads[m.key] = relative_spread(m.samples(results[m.bench])) if m.samples else 0.0
+        except (KeyError, StopIteration, TypeError, ZeroDivisionError) as exc:  # an older script: no repeats
+            print(f"{m.key}: no per-repeat times in {m.bench}'s results ({exc}); noise taken as 0")
+            spreads[m.key] = 0.0
+    return values, spreads
 
 
-def table(values: dict[str, float], recorded: dict[str, float]) -> list[str]:
-    lines = ["| measure | ratio | target | recorded | change |", "|---|---|---|---|---|"]
+def is_regressed(key: str, values: dict[str, float], spreads: dict[str, float], recorded: dict[str, Any]) -> bool:
+    old = recorded.get("metrics", {}).get(key)
+    return key in values and regressed(
+        values[key], old, spreads.get(key, 0.0), recorded.get("spreads", {}).get(key, 0.0)
+    )
+
+
+def table(values: dict[str, float], spreads: dict[str, float], recorded: dict[str, Any]) -> list[str]:
+    lines = ["| measure | ratio | spread | target | recorded | change (flagged beyond) |", "|---|---|---|---|---|---|"]
     for m in METRICS:
         if m.key not in values:
             continue
-        v = values[m.key]
+        v, spread = values[m.key], spreads.get(m.key, 0.0)
         target = "" if m.target is None else f"≤ {m.target:.2f} {'met' if v <= m.target else 'NOT MET'}"
-        old = recorded.get(m.key)
+        old = recorded.get("metrics", {}).get(m.key)
         change = ""
         if old:
-            change = f"{100 * (v / old - 1):+.0f}%" + (" REGRESSED" if v > old * REGRESSION else "")
-        lines.append(f"| {m.label} | {v:.2f} | {target} | {'' if old is None else f'{old:.2f}'} | {change} |")
+            allowed = tolerance(spread, recorded.get("spreads", {}).get(m.key, 0.0))
+            change = f"{100 * (v / old - 1):+.0f}% (+{100 * allowed:.0f}%)"
+            change += " REGRESSED" if is_regressed(m.key, values, spreads, recorded) else ""
+        recorded_text = "" if old is None else f"{old:.2f}"
+        lines.append(f"| {m.label} | {v:.2f} | {100 * spread:.0f}% | {target} | {recorded_text} | {change} |")
     return lines
 
 
@@ -217,30 +266,32 @@ def main() -> int:
         "--docs", action="append", default=[], help="rewrite the bench block of this markdown file (repeatable)"
     )
     args = ap.parse_args()
-    recorded: dict[str, float] = {}
+    recorded: dict[str, Any] = {}
     if os.path.exists(BASELINE):
         with open(BASELINE) as fh:
-            recorded = json.load(fh).get("metrics", {})
+            recorded = json.load(fh)
     with tempfile.TemporaryDirectory(prefix="ddo-suite-") as work:
         results = {name: run_bench(name, work) for name in args.only.split(",") if name}
-    values = collect(results)
-    lines = table(values, recorded)
+    values, spreads = collect(results)
+    lines = table(values, spreads, recorded)
     print("\n" + "\n".join(lines))
-    regressed = [
-        m.key
-        for m in METRICS
-        if m.key in values and recorded.get(m.key) and values[m.key] > recorded[m.key] * REGRESSION
-    ]
-    if regressed:
-        print(f"\nREGRESSED against bench/baseline.json: {', '.join(regressed)}")
+    flagged = [m.key for m in METRICS if is_regressed(m.key, values, spreads, recorded)]
+    if flagged:
+        print(f"\nREGRESSED against bench/baseline.json, beyond this run's noise: {', '.join(flagged)}")
     when = datetime.date.today().isoformat()
-    merged = {**recorded, **values}
+    merged = {**recorded.get("metrics", {}), **values}
+    merged_spreads = {**recorded.get("spreads", {}), **spreads}
     for path in args.docs:
         write_docs(path, docs_table(merged if args.record else values), when)
     if args.record:
         with open(BASELINE, "w") as fh:
             json.dump(
-                {"recorded": when, "machine": f"{platform.machine()}, {os.cpu_count()} cores", "metrics": merged},
+                {
+                    "recorded": when,
+                    "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                    "metrics": merged,
+                    "spreads": merged_spreads,
+                },
                 fh,
                 indent=2,
             )

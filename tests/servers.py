@@ -322,15 +322,16 @@ class ConnectServer:
 
 
 @contextmanager
-def spark_connect_server(work: str) -> Iterator[ConnectServer]:
+def spark_connect_server(work: str, *, python: str = EXECUTOR_PYTHON) -> Iterator[ConnectServer]:
     """Spark Connect (``SparkConnectServer``, bundled with pyspark) with Delta, on 127.0.0.1.
 
-    Its Python workers run the executors' venv (no package): what our tasks need is shipped as artifacts.
+    Its Python workers run ``python``: by default the executors' venv (no package), so what our tasks
+    need is shipped as artifacts. The server runs in its own process group, stopped as a group.
     """
-    if not os.path.exists(EXECUTOR_PYTHON):
-        raise RuntimeError(f"the executors' Python is missing ({EXECUTOR_PYTHON}): run `make setup`.")
+    if not os.path.exists(python):
+        raise RuntimeError(f"the executors' Python is missing ({python}): run `make setup`.")
     os.makedirs(work, exist_ok=True)
-    env = {**_spark_env(work), "SPARK_DAEMON_MEMORY": "1g"}  # spark-submit sizes this server as a daemon
+    env = {**_spark_env(work), "SPARK_DAEMON_MEMORY": "1g", "PYSPARK_PYTHON": python}  # sized as a daemon
     port = free_port()
     warehouse = os.path.join(work, "warehouse")
     log = os.path.join(work, "connect.log")
@@ -360,15 +361,15 @@ def spark_connect_server(work: str) -> Iterator[ConnectServer]:
         "--conf",
         "spark.sql.catalogImplementation=hive",
         "--conf",
-        f"spark.pyspark.python={EXECUTOR_PYTHON}",
+        f"spark.pyspark.python={python}",
     ]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=work)
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
     try:
         _wait_port(port, proc, "the Spark Connect server", log)
         yield ConnectServer(f"sc://127.0.0.1:{port}", warehouse)
     finally:
-        _stop(proc)
+        _stop_group(proc)
 
 
 # ---------------------------------------------------------------------------- Spark Thrift Server (HiveThriftServer2)

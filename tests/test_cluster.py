@@ -71,6 +71,13 @@ def _client_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_client(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A Connect client script in its own process (Connect mode must not leak into this one)."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], env=_client_env(), capture_output=True, text=True, timeout=600
+    )
+
+
 def job_json(out: str) -> dict:
     """The JSON the job printed (spark-submit sends the Python driver's stderr to stdout too, logs first)."""
     lines = out.splitlines()
@@ -78,15 +85,16 @@ def job_json(out: str) -> dict:
     return json.loads("\n".join(lines[start : lines.index("}", start) + 1]))
 
 
-def submit(cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    """``spark-submit python/optimize_job.py ARGS`` on the standalone cluster (driver: this venv; logs on stdout)."""
+def submit(cluster, *args: str, python: str = EXECUTOR_PYTHON) -> subprocess.CompletedProcess[str]:
+    """``spark-submit python/optimize_job.py ARGS`` on the standalone cluster (driver: this venv; logs on stdout;
+    executors: ``python``)."""
     cmd = [
         os.path.join(spark_home(), "bin", "spark-submit"),
         *("--master", cluster.master, "--driver-memory", "512m", "--executor-memory", "512m"),
         *("--conf", "spark.cores.max=2", "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN"),
         *(
             "--conf",
-            f"spark.pyspark.python={EXECUTOR_PYTHON}",
+            f"spark.pyspark.python={python}",
             "--conf",
             f"spark.pyspark.driver.python={sys.executable}",
         ),
@@ -182,13 +190,7 @@ def test_spark_connect_python_api_and_dbt_server_method(connect_server, tmp_path
     small_files_table(path)
     small_files_table(zpath, appends=2)
     before, zbefore = rows(path), rows(zpath)
-    proc = subprocess.run(
-        [sys.executable, "-c", CONNECT_SCRIPT, connect_server.url, path, zpath, str(tmp_path / "target")],
-        env=_client_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_client(CONNECT_SCRIPT, connect_server.url, path, zpath, str(tmp_path / "target"))
     assert proc.returncode == 0, brief(proc.stderr)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (out["compact"]["numFilesRemoved"], out["compact"]["numFilesAdded"]) == (20, 4)
@@ -280,3 +282,71 @@ def test_dbt_project_through_spark_connect(connect_server, tmp_path):
 def rows_of(path: str) -> list[tuple]:
     t = deltalake_table(path)
     return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names)))
+
+
+# ---------------------------------------------------------------------------- workers whose Python lacks pyarrow
+NO_PYARROW_SCRIPT = textwrap.dedent(
+    """
+    import json, logging, sys
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    from dbt_delta_optimize import get_spark, optimize
+
+    url, path = sys.argv[1:3]
+    spark = get_spark(remote=url)
+    print(json.dumps(optimize(spark, path).to_dict()))
+    """
+)
+
+
+def bare_python(tmp_path) -> str:
+    """A venv of this interpreter without pip or any package (no pyarrow): what a server's ``python3`` often is."""
+    venv = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    assert subprocess.run([python, "-c", "import pyarrow"], capture_output=True).returncode != 0
+    return python
+
+
+def warnings_of(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(("WARNING ", "ERROR "))]
+
+
+def test_connect_server_whose_workers_lack_pyarrow_falls_back_to_spark_in_one_line(tmp_path):
+    """PySpark's worker imports pyarrow before any of our code runs a ``mapInArrow``: the client used to get
+    only "An exception was thrown from the Python worker. Please see the stack trace below."."""
+    from tests.servers import spark_connect_server
+
+    python = bare_python(tmp_path)
+    path = str(tmp_path / "events")
+    small_files_table(path, appends=2)
+    before = rows(path)
+    with spark_connect_server(str(tmp_path / "connect"), python=python) as server:
+        proc = run_client(NO_PYARROW_SCRIPT, server.url, path)
+    assert proc.returncode == 0, brief(proc.stderr)
+    metrics = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (metrics["numFilesRemoved"], metrics["numFilesAdded"]) == (8, 4)
+    assert rows(path) == before and live_files(path) == 4
+    reasons = {f["reason"] for f in metrics["sparkFallbacks"]}
+    assert len(metrics["sparkFallbacks"]) == 4 and len(reasons) == 1, metrics["sparkFallbacks"]
+    (reason,) = reasons
+    assert python in reason and "cannot import pyarrow" in reason and "PYSPARK_PYTHON" in reason, reason
+    (warning,) = warnings_of(proc.stderr)  # one line for the four bins
+    assert reason in warning and FALLBACK in warning, warning
+    assert "stack trace below" not in proc.stderr and "Traceback" not in proc.stderr, brief(proc.stderr)
+
+
+def test_standalone_executors_without_pyarrow_fall_back_to_spark_in_one_line(standalone_cluster, tmp_path):
+    """Classic sessions run the stdlib-only bootstrap on the executors: it answers with the missing module."""
+    python = bare_python(tmp_path)
+    path = str(tmp_path / "events")
+    small_files_table(path, appends=2)
+    before = rows(path)
+    proc = submit(standalone_cluster, path, python=python)
+    metrics = job_json(proc.stdout)
+    assert (metrics["numFilesRemoved"], metrics["numFilesAdded"]) == (8, 4)
+    assert rows(path) == before and live_files(path) == 4
+    (reason,) = {f["reason"] for f in metrics["sparkFallbacks"]}
+    assert python in reason and "cannot import pyarrow" in reason and "PYSPARK_PYTHON" in reason, reason
+    out = " ".join((proc.stdout + proc.stderr).split())  # rich wraps the CLI's log lines
+    assert out.count(FALLBACK) == 1 and "cannot import pyarrow (ModuleNotFoundError" in out, brief(proc.stdout)
+    assert "stack trace below" not in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -88,6 +89,16 @@ def test_one_job_runs_a_batch_of_bins_and_every_outcome_is_typed(spark, tmp_path
     assert isinstance(outcomes[2], Rewritten) and '"numRecords":4' in outcomes[2].stats
 
 
+#: The bootstrap as a worker runs it (pickled by value: its own source, no package), answering one message.
+SHIPPED_BOOTSTRAP = (
+    "import json, sys\n"
+    "ns = {'__name__': 'shipped'}\n"
+    "exec(open(sys.argv[1]).read(), ns)\n"
+    "class Sink:\n    def add(self, v): pass\n"
+    "print(json.dumps(list(ns['run_messages'](Sink(), iter([sys.argv[2]])))))\n"
+)
+
+
 def test_the_bootstrap_answers_with_a_fallback_where_the_package_cannot_be_imported(tmp_path):
     """The task function runs on a worker without this package (stdlib only) and says so in a typed outcome."""
     import json
@@ -95,17 +106,14 @@ def test_the_bootstrap_answers_with_a_fallback_where_the_package_cannot_be_impor
     from dbt_delta_optimize.tasks import bootstrap
     from dbt_delta_optimize.tasks.messages import Fallback, decode_outcome, encode
 
-    code = (
-        "import json, sys\n"
-        "ns = {'__name__': 'shipped'}\n"
-        "exec(open(sys.argv[1]).read(), ns)\n"
-        "class Sink:\n    def add(self, v): pass\n"
-        "print(json.dumps(list(ns['run_messages'](Sink(), iter([sys.argv[2]])))))\n"
-    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     text = encode(_bin_task(tmp_path, 7, []))
     out = subprocess.run(
-        [EXECUTOR_PYTHON, "-c", code, bootstrap.__file__, text], env=env, capture_output=True, text=True, cwd=tmp_path
+        [EXECUTOR_PYTHON, "-c", SHIPPED_BOOTSTRAP, bootstrap.__file__, text],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
     (answer,) = json.loads(out.stdout)
@@ -168,3 +176,51 @@ def test_three_part_names_resolve_on_a_classic_session(spark, tmp_path):
             assert resolve_table(name, spark).rstrip("/").endswith("t3"), name
     finally:
         spark.sql("DROP TABLE default.ddo_three_part")
+
+
+def test_a_python_worker_error_is_summarised_by_its_exception_not_see_the_stack_trace_below():
+    """What Spark Connect raises when its Python workers lack pyarrow (the text of a real server's error)."""
+    from dbt_delta_optimize.engine.spark_engine import spark_error_summary
+
+    text = (
+        "\n  An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most recent call last):\n"
+        '  File "/x/pyspark.zip/pyspark/worker.py", line 3602, in main\n'
+        "    func, profiler, deserializer, serializer = read_udfs(\n"
+        '  File "/x/pyspark.zip/pyspark/worker.py", line 2530, in read_udfs\n'
+        "    import pyarrow as pa\n"
+        "ModuleNotFoundError: No module named 'pyarrow'\n SQLSTATE: 38000"
+    )
+    assert spark_error_summary(RuntimeError(text)) == "Python worker: ModuleNotFoundError: No module named 'pyarrow'"
+    assert spark_error_summary(RuntimeError("first line\nsecond")) == "first line"
+    assert spark_error_summary(RuntimeError("")) == "RuntimeError"
+
+
+def test_the_bootstrap_names_the_module_and_the_python_where_a_dependency_is_missing(tmp_path):
+    """A worker with the package (shipped) but without pyarrow: one line with the module, the Python and the fix."""
+    import json
+
+    from dbt_delta_optimize.tasks import bootstrap
+    from dbt_delta_optimize.tasks.messages import Fallback, decode_outcome, encode
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    code = SHIPPED_BOOTSTRAP + "print(ns['probe_worker'](0))\n"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(bootstrap.__file__)))
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": os.path.dirname(root)}
+    text = encode(_bin_task(tmp_path, 3, []))
+    out = subprocess.run([python, "-c", code, bootstrap.__file__, text], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    answers, probe = out.stdout.strip().splitlines()
+    (outcome,) = (decode_outcome(a) for a in json.loads(answers))
+    assert isinstance(outcome, Fallback) and outcome.bin_id == 3
+    assert outcome.reason.startswith(f"the Spark Python workers ({python}, Python ")
+    assert (
+        "cannot import pyarrow (ModuleNotFoundError: No module named 'pyarrow'); set PYSPARK_PYTHON" in outcome.reason
+    )
+    assert json.loads(probe) == {
+        "python": python,
+        "version": sys.version.split()[0],
+        "missing": [["pyarrow", "ModuleNotFoundError: No module named 'pyarrow'"]],
+    }

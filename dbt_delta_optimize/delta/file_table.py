@@ -78,25 +78,55 @@ def _conform(adds: Any) -> Any:
     return pa.StructArray.from_arrays(children, fields=list(add_type))
 
 
-def _checkpoint_column(storage: Storage, path: str, fields: Sequence[str]) -> Any:
-    """The checkpoint's add actions (rows with a path) as structs of only ``fields`` (those present)."""
+def _checkpoint_parts(
+    storage: Storage,
+    path: str,
+    fields: Sequence[str],
+    shape: Callable[[Any], Any] | None = None,
+    before: Callable[[int], None] | None = None,
+) -> list[Any]:
+    """The checkpoint's add actions (rows with a path) as structs of only ``fields`` (those present), one
+    array per row group.
+
+    Read one row group at a time, each filtered to its adds and ``shape``d (``_conform``) before the
+    next is read, and never concatenated: the peak is the adds plus one row group, not several copies.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    parts = []
     with storage.open_input(path) as fh:
-        # ParquetFile.read, not pq.read_table: the dataset scanner behind read_table can leave reads of this
-        # Python file in flight on Arrow's I/O threads after it returns, and they abort the process at exit
-        # (apache/arrow#34314). ParquetFile.read is synchronous.
+        # ParquetFile.read_row_group, not pq.read_table: the dataset scanner behind read_table can leave reads
+        # of this Python file in flight on Arrow's I/O threads after it returns, and they abort the process at
+        # exit (apache/arrow#34314). ParquetFile's reads are synchronous.
         pf = pq.ParquetFile(fh)
+        if before is not None:  # the footer says how large it is before a row is read
+            before(pf.metadata.num_rows)
         if ADD not in pf.schema_arrow.names:  # a V2 top-level file or a sidecar of removes only
-            return pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
+            empty = pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
+            return [shape(empty) if shape is not None else empty]
         present = pf.schema_arrow.field(ADD).type
         names = [f for f in fields if present.get_field_index(f) >= 0]
-        read = pf.read(columns=[f"{ADD}.{f}" for f in names])  # the add struct with only these children
-    adds = read.column(ADD).combine_chunks()
-    column = pa.StructArray.from_arrays(adds.flatten(), names=[f.name for f in adds.type])  # null rows: null leaves
-    return column.filter(pc.is_valid(column.field("path")))
+        columns = [f"{ADD}.{f}" for f in names]  # the add struct with only these children
+        for group in range(pf.num_row_groups):
+            for adds in pf.read_row_group(group, columns=columns, use_threads=False).column(ADD).chunks:
+                column = pa.StructArray.from_arrays(adds.flatten(), names=[f.name for f in adds.type])
+                column = column.filter(pc.is_valid(column.field("path")))  # null rows: null leaves
+                if len(column):
+                    parts.append(shape(column) if shape is not None else column)
+    if not parts:
+        empty = pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
+        return [shape(empty) if shape is not None else empty]
+    return parts
+
+
+def _checkpoint_column(storage: Storage, path: str, fields: Sequence[str]) -> Any:
+    """``_checkpoint_parts`` as one array."""
+    import pyarrow as pa
+
+    parts = _checkpoint_parts(storage, path, fields)
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
 def _inline_adds(where: CheckpointFiles, fields: Sequence[str]) -> Any | None:
@@ -111,12 +141,14 @@ def _inline_adds(where: CheckpointFiles, fields: Sequence[str]) -> Any | None:
     return pa.array([{f.name: r.get(f.name) for f in wanted} for r in rows], pa.struct(wanted))
 
 
-def _checkpoint_adds(storage: Storage, root: str, names: Sequence[str]) -> list[Any]:
+def _checkpoint_adds(
+    storage: Storage, root: str, names: Sequence[str], before: Callable[[int], None] | None = None
+) -> list[Any]:
     """Every add of a checkpoint but its stats (the bulk of its bytes), which planning rarely reads."""
     _, add_type = _types()
     fields = [f.name for f in add_type if f.name != "stats"]
     where = checkpoint_files(storage, root, names)
-    parts = [_conform(_checkpoint_column(storage, path, fields)) for path in where.parquet]
+    parts = [part for path in where.parquet for part in _checkpoint_parts(storage, path, fields, _conform, before)]
     inline = _inline_adds(where, fields)
     return parts if inline is None else [*parts, _conform(inline)]
 
@@ -416,58 +448,95 @@ def _sorted_by_path(paths: Any, rows: Any) -> Any:
 
 @dataclass(frozen=True)
 class LogAdds:
-    """Every add action from the newest checkpoint at or before ``version`` and the commits after it."""
+    """Every add action from the newest checkpoint at or before ``version`` and the commits after it.
+
+    ``parts`` are the ADD_TYPE struct arrays: the checkpoint's (without stats, one per row group), then
+    the commits'. They are never concatenated, and ``match_live`` consumes them (empties the list) as it
+    builds the FileTable, one field at a time, so the adds are never held twice.
+    """
 
     version: int
-    adds: Any  # ADD_TYPE structs: the checkpoint's (without stats), then the commits'
+    parts: list[Any]
     versions: Any  # the version each add came from (the checkpoint's for its adds)
     checkpoint_size: int
     checkpoint: tuple[str, ...]  # the checkpoint's file names (for the stats, read on demand)
     replay: _CommitReplay
 
 
-def read_log_adds(storage: Storage, root: str, version: int, listing: LogListing) -> LogAdds:
-    """Read the adds a snapshot at ``version`` is made of (the part that does not need deltalake's answer)."""
+def read_log_adds(
+    storage: Storage, root: str, version: int, listing: LogListing, before: Callable[[int], None] | None = None
+) -> LogAdds:
+    """Read the adds a snapshot at ``version`` is made of (the part that does not need deltalake's answer).
+
+    ``before`` is called with the rows of each checkpoint part before its adds are read (it may wait).
+    """
     import pyarrow as pa
 
     cp = listing.checkpoint_at_or_before(version)
     names = listing.checkpoints[cp] if cp is not None else ()
-    parts = _checkpoint_adds(storage, root, names)
+    parts = _checkpoint_adds(storage, root, names, before)
     part_versions = [pa.repeat(pa.scalar(cp, pa.int64()), len(p)) for p in parts]
     replay = _replay(storage, root, [v for v in listing.commits if (cp is None or v > cp) and v <= version])
     if replay.rows:
         commit_adds, added_in = replay.arrays()
         parts.append(commit_adds)
         part_versions.append(added_in)
-    _, add_type = _types()
-    adds = pa.concat_arrays(parts) if parts else pa.array([], add_type)
     versions = pa.concat_arrays(part_versions) if parts else pa.array([], pa.int64())
-    return LogAdds(version, adds, versions, len(adds) - len(replay.rows), tuple(names), replay)
+    return LogAdds(version, parts, versions, len(versions) - len(replay.rows), tuple(names), replay)
+
+
+def _consume_fields(parts: list[Any]) -> list[list[Any]]:
+    """The parts' children, per field; ``parts`` is emptied, so each field's buffers are freed once taken."""
+    _, add_type = _types()
+    by_field = [[part.field(i) for part in parts] for i in range(add_type.num_fields)]
+    parts.clear()
+    return by_field
+
+
+def _take(by_field: list[list[Any]], rows: Any) -> Any:
+    """One StructArray of the ``rows`` of each field's chunks, built field by field and releasing each
+    field's chunks as it goes (Arrow's take of a chunked struct array would first concatenate all of it)."""
+    import pyarrow as pa
+
+    _, add_type = _types()
+    columns = []
+    for i, field_type in enumerate(add_type):
+        chunks, by_field[i] = by_field[i], []
+        column = pa.chunked_array(chunks, field_type.type).take(rows)
+        del chunks
+        columns.append(column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
+    return pa.StructArray.from_arrays(columns, fields=list(add_type))
 
 
 def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any) -> tuple[FileTable, list[str]]:
     """The FileTable of ``live_paths`` (deltalake's, decoded or not); and live paths not found among the adds.
 
     The replay of the commits over the checkpoint must give deltalake's live list (compared
-    sorted); if it does not, each live path is looked up among all adds instead.
+    sorted); if it does not, each live path is looked up among all adds instead. ``log``'s parts are
+    consumed (released while the FileTable is built): match a LogAdds once.
     """
     import pyarrow as pa
 
-    adds, raw_paths = log.adds, log.adds.field("path")
+    _, add_type = _types()
+    by_field = _consume_fields(log.parts)
+    raw_paths = pa.chunked_array(by_field[add_type.get_field_index("path")], pa.string()).combine_chunks()
     rows = _sorted_by_path(raw_paths, _replayed_rows(log.checkpoint_size, raw_paths[: log.checkpoint_size], log.replay))
     paths, live = _decoded(raw_paths), _decoded(live_paths)
     missing: list[str] = []
     if not _same_paths(paths.take(rows), live, presorted=paths is raw_paths):
         matched, missing = _matched_rows(paths, live)
         rows = _sorted_by_path(raw_paths, matched)
+    del paths, raw_paths
     loader = None
     if log.checkpoint:
-        names, commit_stats = log.checkpoint, adds.field("stats")[log.checkpoint_size :]
+        names = log.checkpoint
+        stats = pa.chunked_array(by_field[add_type.get_field_index("stats")], pa.string())
+        commit_stats = stats.slice(log.checkpoint_size).combine_chunks()  # the commits' only: a few rows
 
         def loader() -> Any:
             return pa.concat_arrays([*_checkpoint_stats(storage, root, names), commit_stats]).take(rows)
 
-    return FileTable(adds.take(rows), log.versions.take(rows), stats_loader=loader), missing
+    return FileTable(_take(by_field, rows), log.versions.take(rows), stats_loader=loader), missing
 
 
 def build_file_table(

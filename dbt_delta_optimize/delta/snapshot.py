@@ -9,7 +9,8 @@ the log reader becomes a typed error of ours that names the table and the versio
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -295,10 +296,22 @@ def check_external_paths(snapshot: Snapshot, *, allow: bool = False) -> None:
         check_external_path(paths[i].as_py(), root=snapshot.location, version=versions[i].as_py(), allow=allow)
 
 
-def _live_files(dt: Any, root: str, storage: Storage, version: int, prefetched: LogAdds | None) -> FileTable:
+#: From this many live files on, deltalake's table is let go once its live list is taken (see ``load_snapshot``).
+RELEASE_DELTA_TABLE_FILES = 100_000
+
+
+def _live_paths(dt: Any) -> Any:
+    """deltalake's live paths (what decides which adds are live), copied: an array imported from deltalake
+    keeps the whole batch it came with (every add's stats) alive while any of its columns is used."""
     import pyarrow as pa
 
-    live = pa.table(dt.get_add_actions(flatten=False)).column("path").combine_chunks()
+    paths = pa.table(dt.get_add_actions(flatten=False)).column("path")
+    return pa.concat_arrays([*paths.chunks, pa.array([], paths.type)])
+
+
+def _live_files(
+    live: Any, root: str, storage: Storage, version: int, prefetched: LogAdds | None, delta_table: Callable[[], Any]
+) -> FileTable:
     if not len(live):
         return FileTable.from_files(())
     log = prefetched
@@ -306,16 +319,25 @@ def _live_files(dt: Any, root: str, storage: Storage, version: int, prefetched: 
         log = read_log_adds(storage, root, version, _log.list_log(storage, root))
     table, missing = match_live(storage, root, log, live)
     if missing:
-        return _objects(dt, root, storage, version)
+        return _objects(delta_table(), root, storage, version)
     _check_paths(table, root)
     return table
 
 
-def _read_adds(storage: Storage, root: str, version: int | None) -> LogAdds | None:
-    """The log's adds, read beside deltalake's replay; any failure is left to the main path, which reports it."""
+def _read_adds(storage: Storage, root: str, version: int | None, released: threading.Event) -> LogAdds | None:
+    """The log's adds, read beside deltalake's replay; any failure is left to the main path, which reports it.
+
+    A checkpoint of ``RELEASE_DELTA_TABLE_FILES`` rows or more is read only once deltalake's table was let
+    go (``released``), so the two are never in memory together.
+    """
+
+    def before(rows: int) -> None:
+        if rows >= RELEASE_DELTA_TABLE_FILES:
+            released.wait()
+
     try:
         listing = _log.list_log(storage, root)
-        return read_log_adds(storage, root, listing.latest if version is None else version, listing)
+        return read_log_adds(storage, root, listing.latest if version is None else version, listing, before)
     except Exception:
         return None
 
@@ -328,17 +350,38 @@ def load_snapshot(location: str, version: int | None = None, *, storage: Storage
     using Arrow's threads when the interpreter exits, which aborts the process (apache/arrow#34314).
     """
     root, storage = open_table(location, storage)
+    released = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log") as pool:  # exit joins the thread
-        prefetched = pool.submit(_read_adds, storage, root, version)
-        dt = _delta_table(root, storage, version)
+        prefetched = pool.submit(_read_adds, storage, root, version, released)
+        try:
+            dt = _delta_table(root, storage, version)
+        except BaseException:
+            released.set()  # the reader may wait for it: let it end before the pool joins it
+            raise
         try:
             v = dt.version()
             protocol, metadata = _protocol_and_metadata(dt)
-            table = _live_files(dt, root, storage, v, prefetched.result())
+            live = _live_paths(dt)
+            if len(live) >= RELEASE_DELTA_TABLE_FILES:
+                # deltalake holds every add with its stats (about 400 B a file): let it go before our own
+                # columns are built beside it, so the two are never held at once. Only a checkpoint after
+                # a commit needs it again (``delta_table_at`` then loads it anew).
+                dt = None
+            released.set()
+            table = _live_files(
+                live,
+                root,
+                storage,
+                v,
+                prefetched.result(),
+                lambda: dt if dt is not None else _delta_table(root, storage, v),
+            )
         except DeltaOptimizeError:
             raise
         except Exception as exc:
             raise _translate(exc, root, storage, version) from exc
+        finally:
+            released.set()
     return Snapshot(root, v, protocol, metadata, FileView(table), storage, table, delta_table=dt)
 
 

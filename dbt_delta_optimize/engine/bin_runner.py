@@ -211,8 +211,10 @@ class _Batch:
         b, task = entry
         if isinstance(event, Rewritten):
             return self.runner.rewriter.result(b, task, event)
-        if isinstance(event, Fallback):
-            log.warning("rewriting %s with Spark instead of Arrow: %s", b.describe(), event.reason)
+        if isinstance(event, Fallback):  # one warning per reason: a misconfigured cluster is one line, not one a bin
+            again = any(f["reason"] == event.reason for f in self.runner.fallbacks)
+            level = logging.DEBUG if again else logging.WARNING
+            log.log(level, "rewriting %s with Spark instead of Arrow: %s", b.describe(), event.reason)
             self.runner.fallbacks.append(
                 {"partition": dict(b.partition_values), "files": len(b.files), "reason": event.reason}
             )

@@ -66,6 +66,8 @@ class SparkEngine:
         self._parallelism = parallelism
         self._time_zone = time_zone
         self._package_ready = False
+        #: why the cluster's Python workers cannot run bin tasks (a missing module), once a job found out
+        self.python_workers_problem: str | None = None
 
     @classmethod
     def deferred(cls, start: Callable[[], SparkSession], *, time_zone: str, parallelism: int) -> SparkEngine:
@@ -279,5 +281,18 @@ def spark_error_summary(exc: BaseException) -> str:
         except Exception:  # the JVM is gone: fall back to the Python text
             text = ""
     text = (text or str(exc) or type(exc).__name__).strip()
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    first = _python_error(text) or next((line.strip() for line in text.splitlines() if line.strip()), "")
+    first = first or type(exc).__name__
     return first if len(first) <= 300 else first[:297] + "..."
+
+
+def _python_error(text: str) -> str | None:
+    """The exception line that ends a Python worker's traceback ("ModuleNotFoundError: No module named ..."),
+    which PySpark puts after a first line that only says to see the stack trace below."""
+    if "Traceback (most recent call last)" not in text:
+        return None
+    tail = text[text.rindex("Traceback (most recent call last)") :].splitlines()[1:]
+    ends = [line.strip() for line in tail if line.strip() and not line[:1].isspace() and ": " in line]
+    if not ends:
+        return None
+    return "Python worker: " + ends[-1].split(" SQLSTATE:")[0].strip()

@@ -11,7 +11,9 @@ progress and cancel the rest (time budget, too many failures):
   ``toLocalIterator``, which streams partitions in order as they are computed.
 
 The task function is the stdlib-only ``tasks.bootstrap``, pickled by value: a worker that cannot
-import this package answers with a typed fallback instead of failing the job.
+import this package answers with a typed fallback instead of failing the job. A job that fails before
+our code runs (Connect's ``mapInArrow`` needs pyarrow in PySpark's own worker) is explained by
+``python_workers``: when the workers lack a module, its bins fall back to Spark with that one line.
 
 On a local master (``SparkEngine.runs_tasks_in_driver``) the executors are this machine's cores, so
 the driver's own threads run the bins instead: the same task body, the same outcomes, without a
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..tasks import bootstrap
-from ..tasks.messages import BinTask, Outcome, decode_outcome, encode
+from ..tasks.messages import BinTask, Fallback, Outcome, decode_outcome, encode
 
 if TYPE_CHECKING:
     from .spark_engine import SparkEngine
@@ -107,6 +109,29 @@ class TaskJob:
                 thread.join()
         self.events.put(JobEnded(error))
 
+    def _explain(self, error: BaseException) -> BaseException | None:
+        """A failed job's error, or None when the workers lack a module: then every bin without an outcome
+        falls back to Spark with that reason (and so do later jobs of this engine)."""
+        if self._stop.is_set() or not isinstance(error, Exception):
+            return error
+        from .python_workers import missing_module_problem
+
+        problem = missing_module_problem(self.engine.spark)
+        if problem is None:
+            return error
+        self.engine.python_workers_problem = problem
+        self._fall_back(problem)
+        return None
+
+    def _fall_back(self, reason: str) -> None:
+        for task in self.tasks:
+            self._deliver_outcome(Fallback(task.bin_id, reason))
+
+    def _run_known_problem(self) -> None:
+        """An earlier job found the workers' Python lacking a module: no job, every bin to Spark."""
+        self._fall_back(self.engine.python_workers_problem or "")
+        self._finish(None)
+
     def _spawn(self, target: Any) -> None:
         thread = threading.Thread(target=target, name=f"OptimizeJob-{self.group}", daemon=True)
         self._threads.append(thread)
@@ -127,7 +152,7 @@ class TaskJob:
             for text in results:
                 self._deliver(text)
         except BaseException as exc:  # cancelled, or Spark lost the job: bins without an outcome are the caller's
-            error = exc
+            error = self._explain(exc)
         finally:
             self._finish(error)
 
@@ -155,7 +180,7 @@ class TaskJob:
                 for row in frame.toLocalIterator():
                     self._deliver(row["outcome"])
         except BaseException as exc:
-            error = exc
+            error = self._explain(exc)
         finally:
             self._finish(error)
 
@@ -202,6 +227,9 @@ class TaskJob:
     def start(self) -> TaskJob:
         if self.in_driver:
             self._spawn(self._run_in_driver)
+            return self
+        if self.engine.python_workers_problem is not None:
+            self._spawn(self._run_known_problem)
             return self
         _pickle_bootstrap_by_value()
         self._spawn(self._run_connect if self.engine.connect else self._run_classic)

@@ -1,0 +1,52 @@
+"""``make bench`` flags a regression only beyond the run-to-run noise it measured (bench/noise.py, bench/suite.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import suite
+from bench.noise import FLOOR, K, ratios, regressed, relative_spread, tolerance
+
+
+def test_the_spread_is_the_range_of_the_per_repeat_ratios_over_their_median():
+    assert ratios([1.0, 2.0, 3.0], [2.0, 2.0, 0.0]) == [0.5, 1.0]  # a reference that took no time is left out
+    assert relative_spread([0.60, 0.70, 0.65]) == pytest.approx(0.10 / 0.65)
+    assert relative_spread([0.61]) == 0.0 and relative_spread([]) == 0.0
+
+
+def test_the_tolerance_is_ten_percent_or_k_times_the_larger_spread():
+    assert tolerance(0.0) == FLOOR == 0.10
+    assert tolerance(0.05) == 0.10  # quiet run: the floor
+    assert tolerance(0.15) == pytest.approx(K * 0.15) == pytest.approx(0.225)
+    assert tolerance(0.02, recorded_spread=0.20) == pytest.approx(0.30)  # a noisy baseline is as uncertain
+
+
+def test_the_issues_case_is_noise_and_a_real_slowdown_is_not():
+    # Re-run on a quiet machine: 0.70 against the recorded 0.61 (+15%) inside a spread of about 15%.
+    assert not regressed(0.70, 0.61, spread=0.15)
+    assert regressed(0.70, 0.61, spread=0.0)  # with no noise measured the old 10% rule holds
+    assert regressed(0.80, 0.61, spread=0.15)  # +31% is beyond 1.5 x 15%
+    assert not regressed(0.66, 0.61, spread=0.0)  # +8%: under the floor
+    assert not regressed(5.0, None, spread=0.0) and not regressed(5.0, 0.0, spread=0.0)  # nothing recorded
+
+
+def test_the_suite_takes_the_spread_from_each_benchmarks_repeats():
+    small = {
+        "case": "small",
+        "ours_vs_delta_rs": 0.70,
+        "ours_vs_delta_spark": 0.1,
+        "times_s": {"ours": [0.7, 0.63, 0.77], "delta-rs": [1.0, 1.0, 1.0], "delta-spark": [7.0, 7.0, 7.0]},
+    }
+    values, spreads = suite.collect({"local": [small]})
+    assert values["local_small_vs_delta_rs"] == 0.70
+    assert spreads["local_small_vs_delta_rs"] == pytest.approx(0.14 / 0.70)  # (0.77 - 0.63) / 0.70
+    assert spreads["local_small_vs_delta_spark"] == pytest.approx(0.02 / 0.10)  # ratios 0.10, 0.09, 0.11
+    recorded = {"metrics": {"local_small_vs_delta_rs": 0.61, "local_small_vs_delta_spark": 0.05}}
+    assert not suite.is_regressed("local_small_vs_delta_rs", values, spreads, recorded)
+    assert suite.is_regressed("local_small_vs_delta_spark", values, spreads, recorded)  # 2x, spread 20%
+    lines = suite.table(values, spreads, recorded)
+    assert any("+15% (+30%)" in line and "REGRESSED" not in line for line in lines), lines
+    assert any("+100% (+30%) REGRESSED" in line for line in lines), lines
+    # A benchmark from before the per-repeat times: its noise is 0 (the 10% floor), not an error.
+    old = {k: v for k, v in small.items() if k != "times_s"}
+    assert suite.collect({"local": [old]})[1]["local_small_vs_delta_rs"] == 0.0
