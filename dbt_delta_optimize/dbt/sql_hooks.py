@@ -13,6 +13,7 @@ from typing import Any
 from ..options import parse_size
 from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from . import sql_statements as sql
+from .hook import Decision, table_skip
 from .settings import ModelSettings, OperationArgs
 from .sql_engine import (
     SqlConnection,
@@ -42,15 +43,16 @@ def _open(
     conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None
 ) -> SqlTable | None:
     """The table, or None after marking ``record`` skipped (non-Delta model, missing table)."""
-    if file_format is not None and str(file_format).lower() != "delta":
-        record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
-        return None
-    entry: TableEntry | None = SqlTable.lookup(conn, table)
-    if entry is None:
-        record.update(decision="skipped", status="skipped", reason=f"skipped: Table '{table}' was not found")
-        return None
-    if entry.format != "delta":
-        record.update(decision="skipped", status="skipped", reason=f"{table} is a {entry.format} table, not delta")
+    entry: TableEntry | None = None
+    reason = table_skip(file_format)
+    if reason is None:
+        entry = SqlTable.lookup(conn, table)
+        if entry is None:
+            reason = f"skipped: Table '{table}' was not found"
+        elif entry.format != "delta":
+            reason = f"{table} is {table_skip(None, table_format=entry.format)}"
+    if entry is None or reason is not None:
+        record.update(decision="skipped", status="skipped", reason=reason)
         return None
     t = SqlTable.open(conn, table, entry, options)
     record.update(location=entry.location, log_readable=t.readable)
@@ -70,6 +72,30 @@ def _finish(t: SqlTable, record: dict[str, Any], before: int | None, wrote: bool
         record["files_after"], record["bytes_after"] = t.counts()
     else:
         record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
+
+
+def _given(
+    conn: SqlConnection, record: dict[str, Any], table: str, s: ModelSettings, given: str | Mapping[str, str]
+) -> None:
+    """The settings given, each marked applied or not, and the one warning naming every one SQL cannot honour.
+
+    Through SQL the server's conf is not ours to read: only what was given is recorded (its source), and
+    whether it applied (the sizes are set for the statement's duration; the rest needs a Spark session).
+    """
+    ignored = ignored_settings(s)
+    if ignored:
+        record["warning"] = (
+            f"delta_optimize {table}: through dbt's {conn.method} connection these settings cannot apply and "
+            f"were ignored: {', '.join(ignored)} (they need a Spark session: set the var delta_optimize_spark_remote)"
+        )
+    values: dict[str, Any] = {**s.options.overrides()}
+    if s.min_num_files is not None:
+        values["min_num_files"] = s.min_num_files
+    names = {i.split("=", 1)[0] for i in ignored}
+    record["settings"] = {
+        k: {"value": v, "source": given if isinstance(given, str) else given.get(k, "meta"), "applied": k not in names}
+        for k, v in values.items()
+    }
 
 
 # ----------------------------------------------------------------------------- OPTIMIZE
@@ -192,22 +218,18 @@ def run_model(
     file_format: str | None,
     s: ModelSettings,
     since: int | None,
+    decision: Decision,
 ) -> None:
-    """Post-hook: auto compaction, OPTIMIZE, or liquid clustering of one model's table, through SQL."""
-    ignored = ignored_settings(s)
-    if ignored:
-        record["warning"] = (
-            f"delta_optimize {table}: through dbt's {conn.method} connection these settings cannot apply and "
-            f"were ignored: {', '.join(ignored)} (they need a Spark session: set the var delta_optimize_spark_remote)"
-        )
+    """Post-hook: the decided auto compaction, OPTIMIZE, or liquid clustering of one model's table, through SQL."""
+    _given(conn, record, table, s, "meta")
     t = _open(conn, record, table, file_format, s.storage_options)
     if t is None:
         return
     before = t.version()
-    if s.liquid_clustered_by:
+    if decision.work == "liquid":
         _ensure_clustered(t, record, s.liquid_clustered_by)
         wrote = _optimize(t, record, (), (), s)
-    elif s.mode == "optimize":
+    elif decision.work == "optimize":
         wrote = _optimize(t, record, s.where, s.zorder_by, s)
     else:
         wrote = _auto(t, record, since, s)
@@ -225,7 +247,8 @@ def run_optimize(
         _dry_run(t, record, lambda plan: statements_for_optimize(t, args.where, args.zorder_by, plan), "optimize", args)
         return
     before = t.version()
-    s = ModelSettings(mode="optimize", storage_options=args.storage_options)
+    s = ModelSettings(mode="optimize", storage_options=args.storage_options, options=args.options)
+    _given(conn, record, table, s, args.given)
     _finish(t, record, before, _optimize(t, record, args.where, args.zorder_by, s))
 
 
@@ -240,6 +263,7 @@ def run_purge(
         _dry_run(t, record, lambda plan: statements_for_purge(t, args.where, plan), "purge", args)
         return
     before = t.version()
+    _given(conn, record, table, ModelSettings(options=args.options), args.given)
     plan = None
     if t.snapshot is not None:
         from ..purge import plan_purge
