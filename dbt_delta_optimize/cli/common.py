@@ -216,10 +216,10 @@ def storage_options() -> dict[str, str]:
 
 def table_storage(table: str) -> tuple[str, Any]:
     """(location, storage) of a table argument, with the command's storage options."""
-    from ..delta.storage import storage_for, table_uri
+    from ..delta.storage import storage_of
 
     loc = location(table)
-    return loc, storage_for(table_uri(loc), storage_options())
+    return loc, storage_of(loc, storage_options())
 
 
 def use_remote(url: str) -> Callable[[], None]:

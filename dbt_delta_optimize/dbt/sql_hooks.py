@@ -160,13 +160,7 @@ def _auto_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[di
 
 def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[dict[str, Any], Any]:
     """Without the log: the skip rules on DESCRIBE HISTORY, the small-file rule on DESCRIBE DETAIL's totals."""
-    from ..plan.autocompact import (
-        SKIP_BLIND_APPEND,
-        SKIP_EMPTY_INGESTION,
-        SKIP_OWN_COMMIT,
-        AutoCompactConfig,
-        decide_counts,
-    )
+    from ..plan.autocompact import AutoCompactConfig, decide_counts, trigger_skip
 
     sizes = {
         "min_file_size": s.options.min_file_size,
@@ -176,14 +170,10 @@ def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tup
     config = AutoCompactConfig.resolve(None, {k: v for k, v in sizes.items() if v is not None})
     latest = t.version()
     rows = t.history(since if since is not None and since >= 0 else None, latest if latest is not None else -1)
-    data = [r for r in rows if str(r.get("operation")) not in ("OPTIMIZE", "REORG")]
     out: dict[str, Any] = {"sinceVersion": since, "triggeringVersions": [r.get("version") for r in rows]}
-    if not rows:
-        return {**out, "status": SKIP_EMPTY_INGESTION, "reason": f"no commits after version {since}"}, config
-    if not data:
-        return {**out, "status": SKIP_OWN_COMMIT, "reason": "the triggering commits are OPTIMIZE commits"}, config
-    if config.non_blind_append and config.modified_partitions_only and all(r.get("isBlindAppend") for r in data):
-        return {**out, "status": SKIP_BLIND_APPEND, "reason": "the write was a blind append"}, config
+    skip = trigger_skip(since, [(int(r.get("version") or 0), r) for r in rows], config)
+    if skip is not None:
+        return {**out, "status": skip[0], "reason": skip[1]}, config
     detail = t.detail()
     n, size = detail.num_files or 0, detail.size_in_bytes or 0
     small = n if n and size / n < config.small_file_threshold else 0

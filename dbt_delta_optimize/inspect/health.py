@@ -367,9 +367,9 @@ def health_report(
         auto_compact_max_file_size=auto_compact_max_file_size,
         auto_compact_min_num_files=auto_compact_min_num_files,
     )
-    from ..delta.storage import storage_for, table_uri
+    from ..delta.storage import storage_of
 
-    snapshot = load_snapshot(table, storage=storage_for(table_uri(table), storage_options))
+    snapshot = load_snapshot(table, storage=storage_of(table, storage_options))
     layout = _layout(snapshot, th.optimize_min_file_size, th.auto_compact_min_file_size)
     plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict(include_paths=False)
     _add_rewrite_counts(layout, plan)

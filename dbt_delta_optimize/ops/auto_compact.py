@@ -22,9 +22,7 @@ from ..plan.autocompact import (
     DISABLED,
     FAILED,
     RUN_ON_ALL,
-    SKIP_BLIND_APPEND,
     SKIP_EMPTY_INGESTION,
-    SKIP_OWN_COMMIT,
     AutoCompactConfig,
     AutoCompactDecision,
     AutoCompactResult,
@@ -32,10 +30,11 @@ from ..plan.autocompact import (
     decide_counts,
     partition_counts,
     partitions_of,
+    trigger_skip,
 )
 from ..plan.builder import build_plan
 from ..plan.config import OptimizeConfig
-from ..plan.operation import AutoCompact
+from ..plan.operation import REARRANGING_OPERATIONS, AutoCompact
 from ..plan.predicate import select_partitions
 from .pipeline import Session, Target, execute, external_paths_gate, gate
 from .table import Table, source_of
@@ -82,7 +81,7 @@ def _trigger(snapshot: Snapshot, since_version: int | None) -> _Trigger:
     info: dict[int, Mapping[str, Any]] = {
         v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits
     }
-    data = [(v, acts) for v, acts in commits if info[v].get("operation") not in ("OPTIMIZE", "REORG")]
+    data = [(v, acts) for v, acts in commits if info[v].get("operation") not in REARRANGING_OPERATIONS]
     return _Trigger(tuple(v for v, _ in commits), info, data)
 
 
@@ -137,20 +136,6 @@ class _Run:
         raw = self.get_conf(PREFIX + "postCommitHook.throwOnError")
         return parse_bool(raw, key="postCommitHook.throwOnError") if raw else False
 
-    def _skip_reason(self, trigger: _Trigger) -> tuple[str, str] | None:
-        if not trigger.data_commits:
-            if not trigger.versions:
-                return SKIP_EMPTY_INGESTION, f"no commits after version {self.since_version}"
-            return SKIP_OWN_COMMIT, (
-                "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output"
-            )
-        # delta-spark's isQualifiedForAutoCompact: nonBlindAppend only applies with modifiedPartitionsOnly.
-        cfg = self.config
-        blind = all(trigger.info[v].get("isBlindAppend") for v, _ in trigger.data_commits)
-        if cfg.non_blind_append and cfg.modified_partitions_only and blind:
-            return SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append"
-        return None
-
     def execute(self, enabled: bool | None, *, decide_only: bool = False) -> AutoCompactResult:
         snapshot = self._open()
         is_on = enabled if enabled is not None else auto_compact_enabled(self.get_conf, snapshot.configuration)
@@ -158,7 +143,7 @@ class _Run:
             return self.result(DISABLED, _DISABLED_REASON)
         trigger = _trigger(snapshot, self.since_version)
         self.triggering = trigger.versions
-        skip = self._skip_reason(trigger)
+        skip = trigger_skip(self.since_version, [(v, trigger.info[v]) for v in trigger.versions], self.config)
         if skip is not None:
             return self.result(*skip)
         added = trigger.added

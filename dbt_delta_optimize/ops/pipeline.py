@@ -197,9 +197,9 @@ class Source(TypingProtocol):
 def open_snapshot(location: str, storage_options: Mapping[str, str] | None) -> Snapshot:
     """The table's latest snapshot, read through its storage with the caller's storage options."""
     from ..delta.snapshot import load_snapshot
-    from ..delta.storage import storage_for, table_uri
+    from ..delta.storage import storage_of
 
-    return load_snapshot(location, storage=storage_for(table_uri(location), storage_options))
+    return load_snapshot(location, storage=storage_of(location, storage_options))
 
 
 def gate(snapshot: Snapshot) -> None:
