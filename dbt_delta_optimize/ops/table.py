@@ -20,7 +20,7 @@ from .pipeline import Session, Target, open_snapshot
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Table", "open_table", "source_of", "table_version"]
+__all__ = ["Table", "locate", "open_table", "source_of", "table_version"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +99,18 @@ def table_version(
     except (NotADeltaTableError, TableNotFoundError):
         return -1
     return latest_version(location, storage=storage_of(location, storage_options))
+
+
+def locate(
+    table: str | Table, *, spark: SparkSession | None = None, storage_options: Mapping[str, str] | None = None
+) -> tuple[str, Storage]:
+    """Where a table lives and the storage that reaches it, without reading its log (history, validation).
+
+    A handle gives its own; a catalog name is resolved through Spark (the only reason to start it).
+    """
+    from ..delta.storage import storage_of
+
+    if isinstance(table, Table):
+        return table.location, table.storage
+    location = Target(check_table(table), storage_options).location(Session(spark))
+    return location, storage_of(location, storage_options)
