@@ -10,8 +10,7 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from dbt_delta_optimize.engine.session import delta_jars
-from tests.dbt_project import DbtProject, files_per_partition, optimize_commits
+from tests.dbt_project import DbtProject, files_per_partition, optimize_commits, session_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -20,20 +19,7 @@ MODEL = "ddo_it.events_settings"
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    work = tmp_path_factory.mktemp("dbt-settings")
-    jars = delta_jars()
-    assert jars, "Delta's jars are missing: run `make setup`"
-    p = DbtProject(
-        work,
-        "session",
-        {
-            "DBT_DELTA_OPTIMIZE_JARS": ",".join(jars),
-            "DBT_DELTA_OPTIMIZE_WAREHOUSE": str(work / "wh"),
-            "DBT_DELTA_OPTIMIZE_METASTORE": str(work / "metastore_db"),
-        },
-    )
-    p("deps")
-    return p
+    return session_project(tmp_path_factory.mktemp("dbt-settings"))
 
 
 def _vars(batch: int, **more: object) -> str:
