@@ -52,7 +52,7 @@ build-support/node_modules/.installed: build-support/package.json build-support/
 	touch $@
 
 demo: setup
-	$(PY) -m dbt_delta_optimize.dbt.demo
+	$(PY) integration_tests/demo.py
 
 # Lint and type checks come first: a test run never starts on code that does not pass them.
 lint: setup

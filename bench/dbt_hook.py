@@ -23,8 +23,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "integration_tests"))  # the demo is a script of the source tree
 
-from dbt_delta_optimize.dbt.demo import PROJECT, demo_env  # noqa: E402
+from demo import PROJECT, demo_env  # noqa: E402
 
 
 def dbt(env, *args) -> float:

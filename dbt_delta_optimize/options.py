@@ -23,6 +23,7 @@ __all__ = [
     "PREFIX",
     "PURGE_FIXED",
     "ConfGetter",
+    "Effective",
     "GiB",
     "Kind",
     "MiB",
@@ -31,12 +32,14 @@ __all__ = [
     "Order",
     "RewriteEngine",
     "TaskRunner",
+    "effective_dict",
     "format_size",
     "options_table_markdown",
     "parse_bool",
     "parse_duration",
     "parse_int",
     "parse_size",
+    "resolve_effective",
     "resolve_values",
 ]
 
@@ -394,28 +397,74 @@ AUTO_COMPACT_OPTIONS: tuple[Option, ...] = (
 )
 
 
-def resolve_values(
-    options: Sequence[Option], get_conf: ConfGetter | None, overrides: Mapping[str, Any] | None, *, what: str
-) -> dict[str, Any]:
-    """Per-call override > session conf > default for each option, every value parsed (by config field)."""
-    given = dict(overrides or {})
-    unknown = set(given) - {o.name for o in options}
+#: Where an effective setting came from: the caller (a keyword, a flag, a model's meta key, run-operation's
+#: settings: the caller names it), the Spark session's conf, or the declared default.
+SettingSource = str
+CONF: SettingSource = "conf"
+DEFAULT: SettingSource = "default"
+
+
+@dataclass(frozen=True)
+class Effective:
+    """One setting as resolved for a run: its parsed value and where it came from (JSON-ready)."""
+
+    name: str
+    value: Any
+    source: SettingSource
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source}
+
+
+def resolve_effective(
+    options: Sequence[Option],
+    get_conf: ConfGetter | None,
+    overrides: Mapping[str, Any] | None,
+    *,
+    what: str,
+    given: SettingSource = "call",
+) -> tuple[Effective, ...]:
+    """Per-call override > session conf > default for each option, parsed, with where each value came from.
+
+    ``given`` names the per-call source in the result (``meta`` for a dbt model's key, ``flag`` for the CLI).
+    """
+    values = dict(overrides or {})
+    unknown = set(values) - {o.name for o in options}
     if unknown:
         raise InvalidConfigError(
             f"Unknown {what} setting(s): {', '.join(sorted(unknown))}. "
             f"Valid settings: {', '.join(o.name for o in options)}."
         )
-    values: dict[str, Any] = {}
+    out = []
     for option in options:
-        raw, key = given.get(option.name), option.name
+        raw, key, source = values.get(option.name), option.name, given
         if raw is None and get_conf is not None:
-            raw, key = get_conf(option.conf), option.conf
-        value = option.default if raw is None else option.parse(raw, key=key)
-        if option.targets:
-            spread = value if value is not None else (None,) * len(option.targets)
-            values.update(zip(option.targets, spread))
+            raw, key, source = get_conf(option.conf), option.conf, CONF
+        if raw is None:
+            out.append(Effective(option.name, option.default, DEFAULT))
         else:
-            values[option.name] = value
+            out.append(Effective(option.name, option.parse(raw, key=key), source))
+    return tuple(out)
+
+
+def effective_dict(effective: Sequence[Effective]) -> dict[str, dict[str, Any]]:
+    """``{name: {value, source}}``: the settings in force, as results files and ``--json`` show them."""
+    return {e.name: e.to_dict() for e in effective}
+
+
+def resolve_values(
+    options: Sequence[Option], get_conf: ConfGetter | None, overrides: Mapping[str, Any] | None, *, what: str
+) -> dict[str, Any]:
+    """Per-call override > session conf > default for each option, every value parsed (by config field)."""
+    by_name = {o.name: o for o in options}
+    values: dict[str, Any] = {}
+    for e in resolve_effective(options, get_conf, overrides, what=what):
+        targets = by_name[e.name].targets
+        if targets:
+            spread = e.value if e.value is not None else (None,) * len(targets)
+            values.update(zip(targets, spread))
+        else:
+            values[e.name] = e.value
     return values
 
 

@@ -1,6 +1,6 @@
 """How a console script of ours ends: output flushed, then the exit code, without the interpreter's teardown.
 
-Used by the CLI and the demo (``python -m dbt_delta_optimize.dbt.demo``); the API never ends its caller's process.
+Used by the CLI and the demo (``integration_tests/demo.py``); the API never ends its caller's process.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@
   {% for res in results if res.node.resource_type == 'model' and res.status == 'success'
                           and dbt_delta_optimize._delta_optimize_has_files(res.node.config.materialized, res.node.name) %}
     {% set settings = res.node.config.get('meta', {}).get('delta_optimize', {}) or {} %}
-    {% set result = bridge.run_model(res.node.schema ~ '.' ~ res.node.alias, settings, model=res.node.name,
+    {% set result = bridge.run_model(dbt_delta_optimize._delta_optimize_table_name(node=res.node), settings, model=res.node.name,
                                      file_format=res.node.config.get('file_format'),
                                      invocation_id=invocation_id, target_path=flags.TARGET_PATH,
       storage_options=var('delta_optimize_storage_options', none),

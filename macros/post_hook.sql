@@ -13,7 +13,7 @@
   {% endif %}
   {% set settings = config.meta_get('delta_optimize', {}) or {} %}
   {% set result = dbt_delta_optimize._delta_optimize_bridge().run_model(
-      this.schema ~ '.' ~ this.identifier, settings, model=model.name, file_format=config.get('file_format'),
+      dbt_delta_optimize._delta_optimize_table_name(this), settings, model=model.name, file_format=config.get('file_format'),
       invocation_id=invocation_id, target_path=flags.TARGET_PATH,
       storage_options=var('delta_optimize_storage_options', none),
       spark_target=dbt_delta_optimize._delta_optimize_spark_target()) %}

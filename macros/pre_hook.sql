@@ -9,7 +9,7 @@
   {% if not execute or dbt_delta_optimize._delta_optimize_skip_run() %}{{ return('') }}{% endif %}
   {% if not dbt_delta_optimize._delta_optimize_has_files(config.get('materialized'), this) %}{{ return('') }}{% endif %}
   {% do dbt_delta_optimize._delta_optimize_bridge().record_version(
-      this.schema ~ '.' ~ this.identifier, invocation_id=invocation_id, target_path=flags.TARGET_PATH,
+      dbt_delta_optimize._delta_optimize_table_name(this), invocation_id=invocation_id, target_path=flags.TARGET_PATH,
       storage_options=var('delta_optimize_storage_options', none),
       spark_target=dbt_delta_optimize._delta_optimize_spark_target()) %}
   {{ return('') }}

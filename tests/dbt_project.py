@@ -73,6 +73,22 @@ class DbtProject:
         return str(json.loads((self.work / "target" / "run_results.json").read_text())["metadata"]["invocation_id"])
 
 
+def session_project(work: Path) -> DbtProject:
+    """integration_tests/ on dbt-spark ``method: session`` (an embedded Spark with Delta), state under ``work``."""
+    from dbt_delta_optimize.engine.session import delta_jars
+
+    jars = delta_jars()
+    assert jars, "Delta's jars are missing: run `make setup`"
+    env = {
+        "DBT_DELTA_OPTIMIZE_JARS": ",".join(jars),
+        "DBT_DELTA_OPTIMIZE_WAREHOUSE": str(work / "wh"),
+        "DBT_DELTA_OPTIMIZE_METASTORE": str(work / "metastore_db"),
+    }
+    project = DbtProject(work, "session", env)
+    project("deps")
+    return project
+
+
 def seed_rows() -> list[dict[str, str]]:
     import csv
 
@@ -156,22 +172,3 @@ def spark_rows(spark: Any, path: str, columns: Sequence[str] | None = None) -> l
         for n in names
     ]
     return normalized(tuple(r) for r in frame.select(*cols).collect())
-
-
-def session_project(work: Path) -> DbtProject:
-    """integration_tests/ on the ``session`` target (an embedded Spark with Delta's jars) under ``work``, deps installed."""
-    from dbt_delta_optimize.engine.session import delta_jars
-
-    jars = delta_jars()
-    assert jars, "Delta's jars are missing: run `make setup`"
-    p = DbtProject(
-        work,
-        "session",
-        {
-            "DBT_DELTA_OPTIMIZE_JARS": ",".join(jars),
-            "DBT_DELTA_OPTIMIZE_WAREHOUSE": str(work / "wh"),
-            "DBT_DELTA_OPTIMIZE_METASTORE": str(work / "metastore_db"),
-        },
-    )
-    p("deps")
-    return p

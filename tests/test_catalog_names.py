@@ -69,8 +69,8 @@ def test_three_part_names_fall_back_to_describe_detail(spark, tables):
 
 
 def test_hook_that_skips_reads_the_log_once_and_reports_counts(spark, tables, tmp_path, monkeypatch):
-    """Nothing qualifies: one catalog lookup per hook, counts from one log read, one snapshot for the
-    decision (its FileTable: no second view of the live files), files unchanged."""
+    """Nothing qualifies: one catalog lookup per hook, one snapshot for the decision and the counts (its
+    FileTable: no second view of the live files), files unchanged."""
     from dbt_delta_optimize.dbt import bridge as dbt_bridge
     from dbt_delta_optimize.delta import snapshot
 
@@ -88,8 +88,12 @@ def test_hook_that_skips_reads_the_log_once_and_reports_counts(spark, tables, tm
         "ddo_names.managed", {"min_num_files": 50}, model="managed", file_format="delta", invocation_id="names"
     )
     assert r["status"] == "skipInsufficientFiles", r
-    assert r["files_before"] == r["files_after"] == 3 and r["bytes_before"] == r["bytes_after"] > 0
-    assert len(reads) == 1 and len(loads) == 1
+    from deltalake import DeltaTable
+
+    live = DeltaTable(r["location"]).get_add_actions(flatten=True)  # counted apart from the hook's snapshot
+    assert r["files_before"] == live.num_rows == 3 and r["bytes_before"] == sum(live.column("size_bytes").to_pylist())
+    assert (r["files_after"], r["bytes_after"]) == (r["files_before"], r["bytes_before"])  # nothing committed
+    assert len(reads) == 0 and len(loads) == 1  # the counts come from the one snapshot the decision read
     saved = json.loads((tmp_path / "delta_optimize_results.json").read_text())[-1]
     assert saved["auto_compact"]["sinceVersion"] == 0 and saved["auto_compact"]["triggeringVersions"] == [1]
     assert saved["files_after"] == 3

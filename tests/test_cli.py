@@ -115,6 +115,21 @@ def test_batch_size_option_commits_per_bin(spark, table):
     m = json.loads(r.stdout)
     assert m["numBatches"] == 3 and len(m["committedVersions"]) == 3
     assert log_versions(table) == versions + [versions[-1] + i for i in (1, 2, 3)]
+    assert m["settings"]["batch_size"] == {"value": 1, "source": "flag"}  # what was in force, and from where
+    assert m["settings"]["max_threads"] == {"value": 15, "source": "default"}
+
+
+def test_json_names_a_session_conf_as_the_source(spark, table):
+    spark.conf.set("spark.databricks.delta.optimize.maxThreads", "3")
+    try:
+        plan = json.loads(run("optimize", table, "--dry-run", "--json", "--order", "partition").stdout)
+        auto = json.loads(run("auto-compact", table, "--json", "--min-num-files", "1").stdout)
+    finally:
+        spark.conf.unset("spark.databricks.delta.optimize.maxThreads")
+    assert plan["settings"]["max_threads"] == {"value": 3, "source": "conf"}
+    assert plan["settings"]["order"] == {"value": "partition", "source": "flag"}
+    assert auto["settings"]["min_num_files"] == {"value": 1, "source": "flag"}
+    assert auto["settings"]["max_threads"] == {"value": 3, "source": "conf"}
 
 
 @pytest.mark.parametrize(
@@ -264,7 +279,8 @@ def write_table(path, partitions: int, files: int = 2) -> str:
 
 
 #: Keys whose values are data (column names, table properties), not keys of our JSON shapes.
-DATA_MAPS = {"partitionValues", "configuration", "partitionTypes", "partition"}
+#: maps keyed by data (partition values, table properties) or by setting names (the declared options' names)
+DATA_MAPS = {"partitionValues", "configuration", "partitionTypes", "partition", "settings"}
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
 
 

@@ -168,35 +168,31 @@ def test_target_path_follows_dbt_flags_then_env(tmp_path, monkeypatch):
     assert target_files.target_path(None) == str(tmp_path / "target")
 
 
-def test_pre_hook_version_reaches_the_post_hook_of_the_same_invocation_only(tmp_path, monkeypatch):
-    """The pre-hook's version goes through a file under the target path, keyed by the invocation id."""
+@pytest.mark.spark
+def test_pre_hook_version_reaches_the_post_hook_of_the_same_invocation_only(spark, tmp_path):
+    """The pre-hook's version goes through a file under the target path, keyed by the invocation id.
+
+    Real auto compaction decides from it: the commits after the saved version are the trigger.
+    """
     from dbt_delta_optimize.dbt import bridge as dbt_bridge
-    from dbt_delta_optimize.plan.autocompact import AutoCompactResult
 
     table = str(tmp_path / "t")
     _write(table, 2)
-    monkeypatch.setattr(dbt_bridge, "_table_location", lambda name, spark: (table, None))
-    seen: list = []
-
-    def auto_compact(spark, location, since, settings):
-        seen.append(since)
-        return AutoCompactResult(location, "skipInsufficientFiles", "too few", since, (2,), (), ())
-
-    monkeypatch.setattr(dbt_bridge, "_auto_compact", auto_compact)
     b = dbt_bridge.Bridge()
     files = b.files("inv-a", str(tmp_path / "target"))
-    b.record_version("s.t", invocation_id="inv-a", target_path=files.target_path)
+    b.record_version(table, invocation_id="inv-a", target_path=files.target_path)
     with open(files.versions_path) as fh:
-        assert json.load(fh) == {"invocation_id": "inv-a", "versions": {"s.t": 1}}
-    assert b.files("inv-b", files.target_path).pop_version("s.t") is None  # another invocation sees nothing
+        assert json.load(fh) == {"invocation_id": "inv-a", "versions": {table: 1}}
+    assert b.files("inv-b", files.target_path).pop_version(table) is None  # another invocation sees nothing
     _write(table, 1)  # the model's write
-    r = b.run_model("s.t", {}, invocation_id="inv-a", target_path=files.target_path)
-    assert seen == [1] and r["status"] == "skipInsufficientFiles" and r["files_before"] == r["files_after"] == 3
-    b.run_model("s.t", {}, invocation_id="inv-a", target_path=files.target_path)
-    assert seen == [1, None]  # read once: without a pre-hook the latest commit is the trigger
-    monkeypatch.setattr(dbt_bridge, "_table_location", lambda name, spark: (None, "skipped: missing"))
-    b.record_version("s.new", invocation_id="inv-a", target_path=files.target_path)
-    assert files.pop_version("s.new") == -1  # no table before the first build
+    r = b.run_model(table, {"min_num_files": 5}, invocation_id="inv-a", target_path=files.target_path)
+    assert r["status"] == "skipInsufficientFiles" and r["auto_compact"]["sinceVersion"] == 1, r
+    assert r["auto_compact"]["triggeringVersions"] == [2] and (r["files_before"], r["files_after"]) == (3, 3)
+    r = b.run_model(table, {"min_num_files": 3}, invocation_id="inv-a", target_path=files.target_path)
+    assert r["auto_compact"]["sinceVersion"] is None  # read once: without a pre-hook the latest commit triggers
+    assert r["status"] == "runOnModifiedPartitions" and (r["files_before"], r["files_after"]) == (3, 1), r
+    b.record_version(str(tmp_path / "new"), invocation_id="inv-a", target_path=files.target_path)
+    assert files.pop_version(str(tmp_path / "new")) == -1  # no table before the first build
 
 
 def _write(path: str, commits: int) -> None:

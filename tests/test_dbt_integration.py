@@ -9,7 +9,6 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from dbt_delta_optimize.engine.session import delta_jars
 from tests.dbt_project import (
     DbtProject,
     columns_of,
@@ -18,6 +17,7 @@ from tests.dbt_project import (
     merged_rows,
     optimize_commits,
     seed_rows,
+    session_project,
     spark_rows,
 )
 
@@ -26,20 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    work = tmp_path_factory.mktemp("dbt-it")
-    jars = delta_jars()
-    assert jars, "Delta's jars are missing: run `make setup`"
-    p = DbtProject(
-        work,
-        "session",
-        {
-            "DBT_DELTA_OPTIMIZE_JARS": ",".join(jars),
-            "DBT_DELTA_OPTIMIZE_WAREHOUSE": str(work / "wh"),
-            "DBT_DELTA_OPTIMIZE_METASTORE": str(work / "metastore_db"),
-        },
-    )
-    p("deps")
-    return p
+    return session_project(tmp_path_factory.mktemp("dbt-it"))
 
 
 def table(project: DbtProject, name: str) -> str:

@@ -27,7 +27,14 @@ def test_lazy_attributes_resolve():
 
 
 def test_demo_finds_the_integration_project():
-    from dbt_delta_optimize.dbt import demo
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "demo", os.path.join(os.path.dirname(__file__), "..", "integration_tests", "demo.py")
+    )
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
 
     assert os.path.isfile(os.path.join(demo.PROJECT, "dbt_project.yml")), demo.PROJECT
 

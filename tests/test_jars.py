@@ -114,6 +114,22 @@ def test_an_unreachable_repository_is_a_storage_error_naming_the_fixes(monkeypat
     with pytest.raises(StorageAccessError, match="DBT_DELTA_OPTIMIZE_MAVEN_REPO") as info:
         jars.resolve_jars(spark_version="9.9", timeout=5)
     assert "DBT_DELTA_OPTIMIZE_JARS" in str(info.value)
+    assert info.value.retryable  # docs/errors.md: Maven Central not reached is exit 3
+
+
+def test_the_jars_command_exits_3_when_maven_cannot_be_reached(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from dbt_delta_optimize.cli.main import cli
+    from dbt_delta_optimize.engine import session
+    from tests.servers import free_port
+
+    monkeypatch.setenv(jars.REPO_ENV, f"http://127.0.0.1:{free_port()}/maven2")
+    monkeypatch.setenv(jars.HOME_ENV, str(tmp_path))
+    monkeypatch.setattr(session, "delta_jars", lambda: [])  # no jars set up: they must be downloaded
+    result = CliRunner().invoke(cli, ["jars"])
+    assert result.exit_code == 3, result.output
+    assert "cannot download Delta's jars" in result.output and "Traceback" not in result.output
 
 
 def test_the_pinned_versions_match_the_installed_pyspark():

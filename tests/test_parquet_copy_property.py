@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
 from dbt_delta_optimize.inspect.stats import stats_from_file
@@ -165,6 +165,26 @@ INPUTS = st.lists(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(fields=SCHEMAS, inputs=INPUTS, seed=st.integers(0, 2**32))
 def test_mixed_bins_read_back_and_stats_equal_a_full_re_encode(fields, inputs, seed):
+    fallback = _copy_and_compare(fields, inputs, seed)
+    event(f"fallback: {fallback.kind if fallback is not None else 'none (copied)'}")
+
+
+@pytest.mark.parametrize(
+    "types,int96",
+    [(["long", "string"], False), (["decimal(10,2)", "double", "date"], False), (["timestamp", "string"], True)],
+)
+def test_inputs_that_must_copy_are_copied_not_re_encoded(types, int96):
+    """Inputs of the target schema with large row groups take the copy path: a copy that always fell back
+    would pass the property above (it accepts a fallback), so this one does not."""
+    inputs = [(200, 200, int96, False, "snappy"), (300, 300, int96, False, "snappy"), (250, 250, int96, False, "zstd")]
+    assert _copy_and_compare(_fields(types), inputs, seed=7) is None
+
+
+def _copy_and_compare(fields: list[dict[str, Any]], inputs: list[tuple[Any, ...]], seed: int) -> Any:
+    """Copy-compact the inputs; when they were copied, check rows and stats against a full re-encode.
+
+    Returns the copy's fallback (None: copied).
+    """
     rng = random.Random(seed)
     target = arrow_schema(fields)
     work = tempfile.mkdtemp(prefix="ddo-copy-prop-")
@@ -196,13 +216,14 @@ def test_mixed_bins_read_back_and_stats_equal_a_full_re_encode(fields, inputs, s
             )
         assert result.fallback is None or result.fallback.kind in ("schema", "small_row_groups"), result.fallback
         if result.fallback is not None:
-            return
+            return result.fallback
         assert result.row_groups_copied >= 1 and result.rows == start
         rewrite_files(paths, full, fields)
         assert _rows_arrow(read([out], target)) == _rows_arrow(read(paths, target))
         assert duckdb.sql(f"select rid from '{out}' order by rid").fetchall() == [(i,) for i in range(start)]
         schema = schema_of(fields)
         assert stats_from_file(out, schema, [], {}) == stats_from_file(full, schema, [], {})
+        return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

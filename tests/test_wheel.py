@@ -61,6 +61,7 @@ def test_wheel_ships_the_package_data(wheel):
     assert "dbt_delta_optimize/engine/log4j2-quiet.properties" in names
     assert "dbt_delta_optimize/inspect/templates/health.html.j2" in names
     assert not [n for n in names if n.startswith(("tests/", "integration_tests/", "bench/"))]
+    assert not [n for n in names if n.endswith("demo.py")]  # the demo needs the source tree's dbt project
 
 
 @pytest.mark.slow

@@ -182,9 +182,9 @@ def configure_logging(verbose: int, debug: bool) -> Callable[[], None]:
 
 def location(table: str) -> str:
     """A path as is; a catalog name through the Spark session (started only then)."""
-    from ..engine.session import get_spark, is_path, resolve_table
+    from ..ops.table import locate
 
-    return table if is_path(table) else resolve_table(table, get_spark())
+    return locate(table)[0]
 
 
 def _parse_storage_options(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> None:
@@ -216,10 +216,9 @@ def storage_options() -> dict[str, str]:
 
 def table_storage(table: str) -> tuple[str, Any]:
     """(location, storage) of a table argument, with the command's storage options."""
-    from ..delta.storage import storage_for, table_uri
+    from ..ops.table import locate
 
-    loc = location(table)
-    return loc, storage_for(table_uri(loc), storage_options())
+    return locate(table, storage_options=storage_options())
 
 
 def use_remote(url: str) -> Callable[[], None]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..options import OPTIMIZE_OPTIONS
-from .common import BoundaryCommand, location, storage_option, storage_options, table_storage
+from .common import BoundaryCommand, storage_option, storage_options, table_storage
 from .format import echo_json, human_size, make_table, print_table
 from .settings import option_named, setting_flags
 
@@ -98,13 +98,10 @@ def validate(table: str, version: int | None, as_json: bool) -> None:
 
 # ----------------------------------------------------------------------------- health
 def _health(table_name: str, compare_version: int | None, min_file_size: int | None) -> HealthReport:
-    from ..inspect.health import health_report
+    from ..ops.inspect import table_health
 
-    return health_report(
-        location(table_name),
-        compare_version=compare_version,
-        min_file_size=min_file_size,
-        storage_options=storage_options(),
+    return table_health(
+        table_name, compare_version=compare_version, min_file_size=min_file_size, storage_options=storage_options()
     )
 
 
@@ -183,10 +180,9 @@ def health(
 
 # ----------------------------------------------------------------------------- history
 def _history(table_name: str, limit: int) -> list[dict[str, Any]]:
-    from ..inspect.history import history as load_history
+    from ..ops.inspect import table_history
 
-    loc, storage = table_storage(table_name)
-    return load_history(loc, limit, storage=storage)
+    return table_history(table_name, limit, storage_options=storage_options())
 
 
 def _details(e: dict[str, Any]) -> str:

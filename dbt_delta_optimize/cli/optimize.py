@@ -13,7 +13,8 @@ from typing import Any, cast
 
 import click
 
-from ..options import AUTO_COMPACT_OPTIONS, OPTIMIZE_OPTIONS
+from ..ops.effective import Kind
+from ..options import AUTO_COMPACT_OPTIONS, OPTIMIZE_OPTIONS, OptimizeOptions, effective_dict
 from .common import BoundaryCommand, storage_option, storage_options
 from .format import console, echo_json
 from .progress import OptimizeProgress
@@ -21,6 +22,17 @@ from .report import print_auto_compact, print_metrics, print_plan
 from .settings import given, optimize_options, setting_flags
 
 __all__ = ["auto_compact_cmd", "optimize", "optimize_commands"]
+
+
+def _settings(kind: Kind, options: OptimizeOptions | None = None, auto: Any = None) -> dict[str, Any]:
+    """The settings in force and where each came from (flag, conf, default), for ``--json``.
+
+    Read after the run, from the session it ran on (none started: the defaults it planned with).
+    """
+    from ..ops.effective import effective_settings
+    from ..ops.pipeline import active_conf
+
+    return {"settings": effective_dict(effective_settings(kind, active_conf(), options, auto, given="flag"))}
 
 
 def _zorder_columns(zorder_by: str | None) -> list[str] | None:
@@ -74,7 +86,7 @@ def optimize(
     if dry_run:
         plan = plan_optimize(None, table, **args)
         if as_json:
-            echo_json(plan.summary(include_files=show_files))
+            echo_json({**plan.summary(include_files=show_files), **_settings("optimize", args["options"])})
         else:
             print_plan(table, plan, show_files)
         return
@@ -82,7 +94,7 @@ def optimize(
     with OptimizeProgress(bar) as progress:
         metrics = run(None, table, progress=progress, **args)
     if as_json:
-        echo_json(metrics.to_dict())
+        echo_json({**metrics.to_dict(), **_settings("optimize", args["options"])})
     else:
         print_metrics(metrics)
     if metrics.failed_bins:
@@ -116,7 +128,7 @@ def auto_compact_cmd(table: str, since_version: int | None, force: bool | None, 
         **given(settings),
     )
     if as_json:
-        echo_json(result.to_dict())
+        echo_json({**result.to_dict(), **_settings("auto_compact", auto=given(settings))})
     else:
         print_auto_compact(result)
 

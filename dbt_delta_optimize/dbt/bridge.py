@@ -20,21 +20,23 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dbt.plugins.manager import dbtPlugin
 
-from . import sql_hooks, target_files
+from ..ops.effective import Kind as SettingsKind
+from . import spark_hooks, sql_hooks, target_files
 from .connection import SparkTarget
+from .hook import decide
 from .maintain_bridge import run_maintain
-from .settings import ModelSettings, OperationArgs, parse_operation_args, parse_settings
+from .settings import OperationArgs, parse_operation_args, parse_settings
+from .spark_hooks import Spark, files_after, open_delta, optimized
 from .sql_engine import SqlConnection
 
 if TYPE_CHECKING:
-    from ..plan.autocompact import AutoCompactResult
-    from ..plan.metrics import OptimizeMetrics
+    from ..ops.table import Table
     from ..plan.planner import OptimizePlan
 
 __all__ = ["NAMESPACE", "RESULTS_FILE", "Bridge", "DeltaOptimizePlugin", "functions", "install"]
@@ -42,8 +44,6 @@ __all__ = ["NAMESPACE", "RESULTS_FILE", "Bridge", "DeltaOptimizePlugin", "functi
 log = logging.getLogger(__name__)
 
 NAMESPACE = "delta_optimize"
-#: The Spark session of one call, started on first use (a skip never starts one).
-Spark = Callable[[], Any]
 
 
 @dataclass(frozen=True)
@@ -57,129 +57,44 @@ class _Request:
     file_format: str | None
     #: the body of this operation through dbt's SQL connection (no Spark session)
     sql_body: Callable[[SqlConnection, dict[str, Any], str, str | None, OperationArgs], None]
+    settings: Any = None  #: run-operation's ``settings`` argument (OPTIMIZE settings)
+    meta: Any = None  #: the selected model's ``meta.delta_optimize``
+    #: which operation's settings the record names (``ops.effective``)
+    settings_kind: SettingsKind = "optimize"
 
 
 RESULTS_FILE = target_files.RESULTS_FILE
 
 
-def _files(location: str, options: Mapping[str, str] | None) -> tuple[int, int]:
-    from ..delta.snapshot import file_counts
-    from ..delta.storage import storage_for, table_uri
-
-    return file_counts(location, storage=storage_for(table_uri(location), options))
-
-
-def _table_location(table: str, spark: Spark) -> tuple[str | None, str | None]:
-    """(location, None) for a Delta table; (None, note) for a missing or non-Delta one."""
-    from ..engine.session import resolve_table
-    from ..errors import NotADeltaTableError, TableNotFoundError
-
-    try:
-        location: str = resolve_table(table, spark())
-        return location, None
-    except (NotADeltaTableError, TableNotFoundError) as exc:
-        return None, f"skipped: {exc}"
-
-
-def _delta_location(
-    record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None, spark: Spark
-) -> str | None:
-    """The table's location, or None after marking ``record`` skipped (non-Delta model, missing table)."""
-    if file_format is not None and str(file_format).lower() != "delta":
-        record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
-        return None
-    location, note = _table_location(table, spark)
-    if location is None:
-        record.update(decision="skipped", status="skipped", reason=note)
-        return None
-    record["location"] = location
-    record["files_before"], record["bytes_before"] = _files(location, options)
-    return location
-
-
-def _ensure_clustered(
-    spark: Spark,
-    record: dict[str, Any],
-    table: str,
-    location: str,
-    columns: tuple[str, ...],
-    options: Mapping[str, str] | None,
-) -> None:
-    """ALTER TABLE ... CLUSTER BY the model's columns when the table is not clustered by them yet.
-
-    dbt-spark creates tables without CLUSTER BY; delta-spark turns an unpartitioned table into a
-    clustered one with ALTER TABLE CLUSTER BY (a metadata-only commit); OPTIMIZE then clusters it.
-    """
-    from ..ops.pipeline import open_snapshot
-    from ..plan.liquid import clustering_columns, is_clustered_table
-
-    snap = open_snapshot(location, options)
-    current = clustering_columns(snap) if is_clustered_table(snap.protocol) else []
-    if [c.lower() for c in current] != [c.lower() for c in columns]:
-        cols = ", ".join(".".join(f"`{p}`" for p in c.split(".")) for c in columns)
-        spark().sql(f"ALTER TABLE {table} CLUSTER BY ({cols})")
-        record["clustered_by"] = list(columns)
-
-
-# ----------------------------------------------------------------------------- the API, called in one place each
-def _optimize(
-    spark: Spark, location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], s: ModelSettings
-) -> OptimizeMetrics:
-    from ..ops.optimize import optimize
-
-    return optimize(
-        spark(),
-        location,
-        where=list(where),
-        zorder_by=list(zorder_by),
-        curve=s.curve,
-        options=s.options,
-        storage_options=s.storage_options,
-    )
-
-
-def _plan(
-    spark: Spark, location: str, where: tuple[str, ...], zorder_by: tuple[str, ...], options: Mapping[str, str] | None
-) -> OptimizePlan:
+def _plan(spark: Spark, handle: Table, args: OperationArgs) -> OptimizePlan:
     from ..ops.optimize import plan_optimize
 
-    return plan_optimize(spark(), location, where=list(where), zorder_by=list(zorder_by), storage_options=options)
-
-
-def _auto_compact(spark: Spark, location: str, since: int | None, s: ModelSettings) -> AutoCompactResult:
-    from ..ops.auto_compact import auto_compact
-
-    return auto_compact(
-        spark(),
-        location,
-        since if since is not None and since >= 0 else None,
-        enabled=True,
-        min_file_size=s.options.min_file_size,
-        max_file_size=s.options.max_file_size,
-        min_num_files=s.min_num_files,
-        storage_options=s.storage_options,
-    )
+    return plan_optimize(spark(), handle, where=list(args.where), zorder_by=list(args.zorder_by), options=args.options)
 
 
 # ----------------------------------------------------------------------------- records
-def _optimized(record: dict[str, Any], m: OptimizeMetrics) -> bool:
-    wrote = bool(m.committed_versions)
-    record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=m.to_dict())
-    return wrote
+def _operation_settings(kind: SettingsKind, spark: Spark, args: OperationArgs) -> dict[str, dict[str, Any]]:
+    """The settings a run-operation runs with, and where each came from (args, meta, conf, default)."""
+    from ..ops.effective import effective_settings
+    from ..ops.pipeline import Session
+    from ..options import effective_dict
+
+    return effective_dict(effective_settings(kind, Session(spark()).conf(), args.options, given=args.given))
 
 
-def _auto_compacted(record: dict[str, Any], r: AutoCompactResult) -> bool:
-    record.update(decision=r.status, status=r.status, reason=r.reason, auto_compact=r.to_dict())
-    if r.error:
-        record["error"] = r.error
-    return r.ran or bool(r.error)  # a failed run may have committed some batches
-
-
-def _files_after(record: dict[str, Any], location: str, wrote: bool, options: Mapping[str, str] | None) -> None:
-    if wrote:
-        record["files_after"], record["bytes_after"] = _files(location, options)
-    else:  # nothing committed: the counts cannot have changed because of us
-        record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
+def _plan_or_run(
+    spark: Spark,
+    handle: Table,
+    args: OperationArgs,
+    record: dict[str, Any],
+    plan: Callable[[Spark, Table, OperationArgs], OptimizePlan],
+    run: Callable[[Spark, Table, OperationArgs, dict[str, Any]], bool],
+) -> None:
+    if args.dry_run:
+        record.update(decision="plan", status="planned", plan=plan(spark, handle, args).summary())
+        files_after(record, handle, False)
+    else:
+        files_after(record, handle, run(spark, handle, args, record))
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -247,8 +162,7 @@ class Bridge:
         spark_target: Any = None,
     ) -> str:
         """Pre-hook: save the table's version before the model writes (auto compaction looks after it)."""
-        from ..delta.snapshot import latest_version
-        from ..delta.storage import storage_for, table_uri
+        from ..ops.table import table_version
 
         try:
             target = SparkTarget.parse(spark_target)
@@ -256,9 +170,7 @@ class Bridge:
             if target.engine == "sql":
                 version = sql_hooks.table_version(target.sql_connection(), table, options)
             else:
-                location, _ = _table_location(table, target.session) if target.usable else (None, None)
-                storage = storage_for(table_uri(location), options) if location else None
-                version = latest_version(location, storage=storage) if location else -1
+                version = table_version(table, spark=target.session(), storage_options=options) if target.usable else -1
         except Exception as exc:  # the model must not fail because the pre-hook could not look
             log.debug("pre-hook of %s could not read the table version: %s", table, exc)
             version = -1
@@ -295,34 +207,20 @@ class Bridge:
             if s.storage_options is None and storage_options is not None:  # the project-wide var
                 s = replace(s, storage_options=parse_operation_args(None, None, False, storage_options).storage_options)
             record.update(mode=s.mode, on_error=s.on_error)
-            if s.skip or s.mode == "never":
-                record.update(decision="skipped", status="skipped", reason="meta.delta_optimize skip/never")
+            decision = decide(s)
+            if decision.work == "skip":
+                record.update(decision="skipped", status="skipped", reason=decision.reason)
             else:
                 target = self._target(spark_target, record, files.invocation_id)
                 if target is not None and target.engine == "sql":
                     conn = target.sql_connection()
-                    sql_hooks.run_model(conn, record, table, file_format, s, since)
+                    sql_hooks.run_model(conn, record, table, file_format, s, since, decision)
                 elif target is not None:
-                    self._model(functools.cache(target.session), record, table, file_format, s, since)
+                    spark = functools.cache(target.session)
+                    spark_hooks.run_model(spark, record, table, file_format, s, since, decision)
         except Exception as exc:  # the model must not fail because compaction did (unless on_error: fail)
             _failed(record, exc)
         return self._finish(files, record, t0)
-
-    @staticmethod
-    def _model(
-        spark: Spark, record: dict[str, Any], table: str, file_format: str | None, s: ModelSettings, since: int | None
-    ) -> None:
-        location = _delta_location(record, table, file_format, s.storage_options, spark)
-        if location is None:
-            return
-        if s.liquid_clustered_by:
-            _ensure_clustered(spark, record, table, location, s.liquid_clustered_by, s.storage_options)
-            wrote = _optimized(record, _optimize(spark, location, (), (), s))
-        elif s.mode == "optimize":
-            wrote = _optimized(record, _optimize(spark, location, s.where, s.zorder_by, s))
-        else:
-            wrote = _auto_compacted(record, _auto_compact(spark, location, since, s))
-        _files_after(record, location, wrote, s.storage_options)
 
     def run_operation(
         self,
@@ -331,6 +229,8 @@ class Bridge:
         where: Any = None,
         zorder_by: Any = None,
         dry_run: Any = False,
+        settings: Any = None,
+        meta: Any = None,
         model: str | None = None,
         file_format: str | None = None,
         invocation_id: str | None = None,
@@ -338,18 +238,20 @@ class Bridge:
         storage_options: Any = None,
         spark_target: Any = None,
     ) -> dict[str, Any]:
-        """``dbt run-operation optimize`` body for one table: a full OPTIMIZE (or its plan, with dry_run)."""
+        """``dbt run-operation optimize`` body for one table: a full OPTIMIZE (or its plan, with dry_run).
 
-        def plan(spark: Spark, location: str, args: OperationArgs) -> OptimizePlan:
-            return _plan(spark, location, args.where, args.zorder_by, args.storage_options)
+        ``settings`` (OPTIMIZE settings) win over the selected model's ``meta`` keys.
+        """
 
-        def run(spark: Spark, location: str, args: OperationArgs, record: dict[str, Any]) -> bool:
-            settings = ModelSettings(storage_options=args.storage_options)
-            return _optimized(record, _optimize(spark, location, args.where, args.zorder_by, settings))
+        def run(spark: Spark, handle: Table, args: OperationArgs, record: dict[str, Any]) -> bool:
+            from ..ops.optimize import optimize
+
+            where, zorder_by = list(args.where), list(args.zorder_by)
+            return optimized(record, optimize(spark(), handle, where=where, zorder_by=zorder_by, options=args.options))
 
         raw = (where, zorder_by, dry_run, storage_options)
-        request = _Request("optimize", table, raw, model, file_format, sql_hooks.run_optimize)
-        return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
+        request = _Request("optimize", table, raw, model, file_format, sql_hooks.run_optimize, settings, meta)
+        return self._table_operation(request, invocation_id, target_path, spark_target, _plan, run)
 
     def run_purge(
         self,
@@ -357,6 +259,8 @@ class Bridge:
         *,
         where: Any = None,
         dry_run: Any = False,
+        settings: Any = None,
+        meta: Any = None,
         model: str | None = None,
         file_format: str | None = None,
         invocation_id: str | None = None,
@@ -367,18 +271,16 @@ class Bridge:
         """``dbt run-operation purge`` body for one table: REORG ... APPLY (PURGE) (or its plan, with dry_run)."""
         from ..ops.purge import purge
 
-        def plan(spark: Spark, location: str, args: OperationArgs) -> OptimizePlan:
-            return purge(spark(), location, where=list(args.where), dry_run=True, storage_options=args.storage_options)
+        def plan(spark: Spark, handle: Table, args: OperationArgs) -> OptimizePlan:
+            return purge(spark(), handle, where=list(args.where), dry_run=True, options=args.options)
 
-        def run(spark: Spark, location: str, args: OperationArgs, record: dict[str, Any]) -> bool:
-            wrote = _optimized(
-                record, purge(spark(), location, where=list(args.where), storage_options=args.storage_options)
-            )
+        def run(spark: Spark, handle: Table, args: OperationArgs, record: dict[str, Any]) -> bool:
+            wrote = optimized(record, purge(spark(), handle, where=list(args.where), options=args.options))
             record.update(decision="purge", status="purged" if wrote else "nothingToDo")
             return wrote
 
         raw = (where, None, dry_run, storage_options)
-        request = _Request("purge", table, raw, model, file_format, sql_hooks.run_purge)
+        request = _Request("purge", table, raw, model, file_format, sql_hooks.run_purge, settings, meta, "purge")
         return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
 
     def _table_operation(
@@ -387,33 +289,31 @@ class Bridge:
         invocation_id: str | None,
         target_path: str | None,
         spark_target: Any,
-        plan: Callable[[Spark, str, OperationArgs], OptimizePlan],
-        run: Callable[[Spark, str, OperationArgs, dict[str, Any]], bool],
+        plan: Callable[[Spark, Table, OperationArgs], OptimizePlan],
+        run: Callable[[Spark, Table, OperationArgs, dict[str, Any]], bool],
     ) -> dict[str, Any]:
-        """One ``run-operation`` on one table: arguments checked, table located, then ``plan`` or ``run``."""
+        """One ``run-operation`` on one table: arguments checked, table opened once, then ``plan`` or ``run``.
+
+        A new operation (vacuum, analyze ...) is a ``_Request`` naming its SQL body, and a ``plan`` and a
+        ``run`` that take the opened table; the record, the settings in force and the counts are made here.
+        """
         t0 = time.perf_counter()
         files = self.files(invocation_id, target_path)
         dry_run = request.raw_args[2]
         record: dict[str, Any] = {"table": request.table, "model": request.model, "mode": request.mode}
         record["dry_run"] = dry_run is True
         try:
-            args = parse_operation_args(*request.raw_args)
-            options = args.storage_options
+            args = parse_operation_args(*request.raw_args, request.settings, request.meta)
             target = self._target(spark_target, record, files.invocation_id)
-            spark = functools.cache(target.session) if target is not None and target.uses_session else None
-            location = (
-                None if spark is None else _delta_location(record, request.table, request.file_format, options, spark)
-            )
             if target is not None and target.engine == "sql":
                 conn = target.sql_connection()
                 request.sql_body(conn, record, request.table, request.file_format, args)
-            elif location is None or spark is None:
-                pass
-            elif args.dry_run:
-                record.update(decision="plan", status="planned", plan=plan(spark, location, args).summary())
-                _files_after(record, location, False, options)
-            else:
-                _files_after(record, location, run(spark, location, args, record), options)
+            elif target is not None and target.uses_session:
+                spark = functools.cache(target.session)
+                handle = open_delta(record, request.table, request.file_format, args.storage_options, spark)
+                if handle is not None:
+                    record["settings"] = _operation_settings(request.settings_kind, spark, args)
+                    _plan_or_run(spark, handle, args, record, plan, run)
         except Exception as exc:
             _failed(record, exc)
             record["decision"] = "failed"

@@ -16,7 +16,7 @@ from typing import Any, Literal, cast
 from ..errors import InvalidArgumentError
 from ..options import AUTO_COMPACT_OPTIONS, OPTIMIZE_OPTIONS, OptimizeOptions, Option
 
-__all__ = ["SETTINGS", "ModelSettings", "OperationArgs", "parse_operation_args", "parse_settings"]
+__all__ = ["SETTINGS", "ModelSettings", "OperationArgs", "operation_options", "parse_operation_args", "parse_settings"]
 
 Mode = Literal["auto", "optimize", "never"]
 OnError = Literal["warn", "fail"]
@@ -52,6 +52,10 @@ class OperationArgs:
     zorder_by: tuple[str, ...] = ()
     dry_run: bool = False
     storage_options: Mapping[str, str] | None = None
+    #: the OPTIMIZE settings in force: the model's ``meta.delta_optimize`` keys, under run-operation's ``settings``
+    options: OptimizeOptions = field(default_factory=OptimizeOptions)
+    #: where each given setting came from (``meta`` or ``args``), by name
+    given: Mapping[str, str] = field(default_factory=dict)
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -75,7 +79,12 @@ def _setting(option: Option) -> Callable[[str, Any], Any]:
     """A declared option's meta parser: None stays unset, anything else is parsed by the declaration."""
 
     def parse(key: str, value: Any) -> Any:
-        return None if value is None else option.parse(value, key=_PREFIX + key)
+        if value is None:
+            return None
+        parsed = option.parse(value, key=_PREFIX + key)
+        # a value spread over several config fields (commit_every: bins or seconds) stays as given: checked
+        # here, resolved (and spread) where the run's config is made
+        return value if option.targets else parsed
 
     return parse
 
@@ -138,13 +147,37 @@ def parse_settings(settings: Any) -> ModelSettings:
     return ModelSettings(options=options, **values)
 
 
-def parse_operation_args(where: Any, zorder_by: Any, dry_run: Any, storage_options: Any = None) -> OperationArgs:
-    """Validate ``run-operation optimize``'s ``where``, ``zorder_by``, ``dry_run`` and ``storage_options``."""
+def parse_operation_args(
+    where: Any, zorder_by: Any, dry_run: Any, storage_options: Any = None, settings: Any = None, meta: Any = None
+) -> OperationArgs:
+    """Validate ``run-operation optimize``'s ``where``, ``zorder_by``, ``dry_run`` and ``storage_options``,
+    and its OPTIMIZE ``settings`` over the selected model's own ``meta.delta_optimize`` ones."""
     if not isinstance(dry_run, bool):
         raise InvalidArgumentError(f"dry_run must be true or false, got {dry_run!r}.")
+    options, given = operation_options(settings, meta)
     return OperationArgs(
         _strings("where", where, ""),
         _strings("zorder_by", zorder_by, ""),
         dry_run,
         _storage_options("storage_options", storage_options, "var "),
+        options,
+        given,
     )
+
+
+def operation_options(settings: Any, meta: Any) -> tuple[OptimizeOptions, dict[str, str]]:
+    """A run-operation's OPTIMIZE settings: its ``settings`` argument over the model's meta keys.
+
+    ``settings`` takes OPTIMIZE settings only (a mode or a where has its own argument): anything else is
+    refused, naming the valid keys. The model's other meta keys (mode, on_error ...) are the hook's.
+    """
+    if settings is not None and not isinstance(settings, Mapping):
+        raise InvalidArgumentError(f"settings must be a mapping of OPTIMIZE settings, got {settings!r}.")
+    extra = sorted(str(k) for k in (settings or {}) if k not in _OPTIMIZE or k not in _OPTIONS)
+    if extra:
+        valid = ", ".join(o.name for o in OPTIMIZE_OPTIONS if o.meta_key)
+        raise InvalidArgumentError(f"Unknown run-operation setting(s): {', '.join(extra)}. Valid: {valid}.")
+    model = parse_settings(meta).options.overrides() if isinstance(meta, Mapping) else {}
+    args = parse_settings(settings).options.overrides() if settings else {}
+    given = {**dict.fromkeys(model, "meta"), **dict.fromkeys(args, "args")}
+    return OptimizeOptions(**{**model, **args}), given

@@ -235,9 +235,9 @@ class SqlTable:
 
     @property
     def storage(self) -> Any:
-        from ..delta.storage import storage_for, table_uri
+        from ..delta.storage import storage_of
 
-        return storage_for(table_uri(self.location), self.options)
+        return storage_of(self.location, self.options)
 
     def detail(self) -> TableDetail:
         """``DESCRIBE DETAIL`` now (slow on a large table: only when the log cannot be read here)."""
@@ -293,7 +293,7 @@ class SqlTable:
         if self.snapshot is None or before is None:
             return []
         from ..delta.snapshot import latest_version, read_commit
-        from ..inspect.validate import validate_commit
+        from ..inspect.validate import REARRANGING_OPERATIONS, validate_commit
 
         storage = self.storage
         location = self.location
@@ -302,7 +302,7 @@ class SqlTable:
             info: Mapping[str, Any] = next(
                 (a["commitInfo"] for a in read_commit(location, version, storage=storage) if "commitInfo" in a), {}
             )
-            if info.get("operation") not in ("OPTIMIZE", "REORG"):
+            if info.get("operation") not in REARRANGING_OPERATIONS:
                 continue
             report = validate_commit(location, version, storage=storage)
             reports.append({"version": version, "ok": report.ok, "codes": list(report.codes)})
@@ -331,10 +331,10 @@ def _add_metrics(totals: dict[str, Any], raw: Any) -> None:
 def _readable_snapshot(entry: TableEntry, options: Mapping[str, str] | None) -> Snapshot | None:
     """The table's snapshot when the dbt host reads its location (the same columns as the catalog's), else None."""
     from ..delta.snapshot import load_snapshot
-    from ..delta.storage import storage_for, table_uri
+    from ..delta.storage import storage_of
 
     try:
-        snapshot = load_snapshot(entry.location, storage=storage_for(table_uri(entry.location), options))
+        snapshot = load_snapshot(entry.location, storage=storage_of(entry.location, options))
     except (DeltaOptimizeError, OSError, ValueError) as exc:
         log.info(
             "delta_optimize: %s is not readable from the dbt host (%s); using DESCRIBE DETAIL", entry.location, exc

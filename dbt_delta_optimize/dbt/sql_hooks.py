@@ -13,6 +13,7 @@ from typing import Any
 from ..options import parse_size
 from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from . import sql_statements as sql
+from .hook import Decision, table_skip
 from .settings import ModelSettings, OperationArgs
 from .sql_engine import (
     SqlConnection,
@@ -42,15 +43,16 @@ def _open(
     conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None
 ) -> SqlTable | None:
     """The table, or None after marking ``record`` skipped (non-Delta model, missing table)."""
-    if file_format is not None and str(file_format).lower() != "delta":
-        record.update(decision="skipped", status="skipped", reason=f"file_format is {file_format}, not delta")
-        return None
-    entry: TableEntry | None = SqlTable.lookup(conn, table)
-    if entry is None:
-        record.update(decision="skipped", status="skipped", reason=f"skipped: Table '{table}' was not found")
-        return None
-    if entry.format != "delta":
-        record.update(decision="skipped", status="skipped", reason=f"{table} is a {entry.format} table, not delta")
+    entry: TableEntry | None = None
+    reason = table_skip(file_format)
+    if reason is None:
+        entry = SqlTable.lookup(conn, table)
+        if entry is None:
+            reason = f"skipped: Table '{table}' was not found"
+        elif entry.format != "delta":
+            reason = f"{table} is {table_skip(None, table_format=entry.format)}"
+    if entry is None or reason is not None:
+        record.update(decision="skipped", status="skipped", reason=reason)
         return None
     t = SqlTable.open(conn, table, entry, options)
     record.update(location=entry.location, log_readable=t.readable)
@@ -70,6 +72,30 @@ def _finish(t: SqlTable, record: dict[str, Any], before: int | None, wrote: bool
         record["files_after"], record["bytes_after"] = t.counts()
     else:
         record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
+
+
+def _given(
+    conn: SqlConnection, record: dict[str, Any], table: str, s: ModelSettings, given: str | Mapping[str, str]
+) -> None:
+    """The settings given, each marked applied or not, and the one warning naming every one SQL cannot honour.
+
+    Through SQL the server's conf is not ours to read: only what was given is recorded (its source), and
+    whether it applied (the sizes are set for the statement's duration; the rest needs a Spark session).
+    """
+    ignored = ignored_settings(s)
+    if ignored:
+        record["warning"] = (
+            f"delta_optimize {table}: through dbt's {conn.method} connection these settings cannot apply and "
+            f"were ignored: {', '.join(ignored)} (they need a Spark session: set the var delta_optimize_spark_remote)"
+        )
+    values: dict[str, Any] = {**s.options.overrides()}
+    if s.min_num_files is not None:
+        values["min_num_files"] = s.min_num_files
+    names = {i.split("=", 1)[0] for i in ignored}
+    record["settings"] = {
+        k: {"value": v, "source": given if isinstance(given, str) else given.get(k, "meta"), "applied": k not in names}
+        for k, v in values.items()
+    }
 
 
 # ----------------------------------------------------------------------------- OPTIMIZE
@@ -134,13 +160,7 @@ def _auto_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[di
 
 def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[dict[str, Any], Any]:
     """Without the log: the skip rules on DESCRIBE HISTORY, the small-file rule on DESCRIBE DETAIL's totals."""
-    from ..plan.autocompact import (
-        SKIP_BLIND_APPEND,
-        SKIP_EMPTY_INGESTION,
-        SKIP_OWN_COMMIT,
-        AutoCompactConfig,
-        decide_counts,
-    )
+    from ..plan.autocompact import AutoCompactConfig, decide_counts, trigger_skip
 
     sizes = {
         "min_file_size": s.options.min_file_size,
@@ -150,14 +170,10 @@ def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tup
     config = AutoCompactConfig.resolve(None, {k: v for k, v in sizes.items() if v is not None})
     latest = t.version()
     rows = t.history(since if since is not None and since >= 0 else None, latest if latest is not None else -1)
-    data = [r for r in rows if str(r.get("operation")) not in ("OPTIMIZE", "REORG")]
     out: dict[str, Any] = {"sinceVersion": since, "triggeringVersions": [r.get("version") for r in rows]}
-    if not rows:
-        return {**out, "status": SKIP_EMPTY_INGESTION, "reason": f"no commits after version {since}"}, config
-    if not data:
-        return {**out, "status": SKIP_OWN_COMMIT, "reason": "the triggering commits are OPTIMIZE commits"}, config
-    if config.non_blind_append and config.modified_partitions_only and all(r.get("isBlindAppend") for r in data):
-        return {**out, "status": SKIP_BLIND_APPEND, "reason": "the write was a blind append"}, config
+    skip = trigger_skip(since, [(int(r.get("version") or 0), r) for r in rows], config)
+    if skip is not None:
+        return {**out, "status": skip[0], "reason": skip[1]}, config
     detail = t.detail()
     n, size = detail.num_files or 0, detail.size_in_bytes or 0
     small = n if n and size / n < config.small_file_threshold else 0
@@ -192,22 +208,18 @@ def run_model(
     file_format: str | None,
     s: ModelSettings,
     since: int | None,
+    decision: Decision,
 ) -> None:
-    """Post-hook: auto compaction, OPTIMIZE, or liquid clustering of one model's table, through SQL."""
-    ignored = ignored_settings(s)
-    if ignored:
-        record["warning"] = (
-            f"delta_optimize {table}: through dbt's {conn.method} connection these settings cannot apply and "
-            f"were ignored: {', '.join(ignored)} (they need a Spark session: set the var delta_optimize_spark_remote)"
-        )
+    """Post-hook: the decided auto compaction, OPTIMIZE, or liquid clustering of one model's table, through SQL."""
+    _given(conn, record, table, s, "meta")
     t = _open(conn, record, table, file_format, s.storage_options)
     if t is None:
         return
     before = t.version()
-    if s.liquid_clustered_by:
+    if decision.work == "liquid":
         _ensure_clustered(t, record, s.liquid_clustered_by)
         wrote = _optimize(t, record, (), (), s)
-    elif s.mode == "optimize":
+    elif decision.work == "optimize":
         wrote = _optimize(t, record, s.where, s.zorder_by, s)
     else:
         wrote = _auto(t, record, since, s)
@@ -225,7 +237,8 @@ def run_optimize(
         _dry_run(t, record, lambda plan: statements_for_optimize(t, args.where, args.zorder_by, plan), "optimize", args)
         return
     before = t.version()
-    s = ModelSettings(mode="optimize", storage_options=args.storage_options)
+    s = ModelSettings(mode="optimize", storage_options=args.storage_options, options=args.options)
+    _given(conn, record, table, s, args.given)
     _finish(t, record, before, _optimize(t, record, args.where, args.zorder_by, s))
 
 
@@ -240,6 +253,7 @@ def run_purge(
         _dry_run(t, record, lambda plan: statements_for_purge(t, args.where, plan), "purge", args)
         return
     before = t.version()
+    _given(conn, record, table, ModelSettings(options=args.options), args.given)
     plan = None
     if t.snapshot is not None:
         from ..purge import plan_purge

@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 from ..errors import InvalidArgumentError
 from .file_info import FileInfo
 
-__all__ = ["FileInfo", "LocalStorage", "Storage", "join", "local_path", "storage_for", "table_uri"]
+__all__ = ["FileInfo", "LocalStorage", "Storage", "join", "local_path", "storage_for", "storage_of", "table_uri"]
 
 
 class Storage(TypingProtocol):
@@ -214,3 +214,8 @@ def storage_for(location: str, options: Mapping[str, str] | None = None) -> Stor
             "abfss:// (abfs://, az://) or gs://."
         )
     return ObjectStorage(location.rstrip("/"), dict(options or {}))
+
+
+def storage_of(location: str, options: Mapping[str, str] | None = None) -> Storage:
+    """The storage of a table given as a path, ``file:`` URI or URL: ``storage_for`` its canonical location."""
+    return storage_for(table_uri(location), options)

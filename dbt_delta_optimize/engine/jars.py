@@ -128,7 +128,10 @@ def _open(url: str, timeout: float) -> Iterator[bytes]:
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise FileNotFoundError(url) from exc
-        raise StorageAccessError(f"{url} answered HTTP {exc.code}; try again later, or set {REPO_ENV}.") from exc
+        raise StorageAccessError(
+            f"{url} answered HTTP {exc.code}; try again later, or set {REPO_ENV}.",
+            retryable=exc.code == 429 or exc.code >= 500,  # throttled or a server error: later may work
+        ) from exc
     except FileNotFoundError:
         raise
     except (urllib.error.URLError, OSError) as exc:
@@ -137,7 +140,8 @@ def _open(url: str, timeout: float) -> Iterator[bytes]:
             raise FileNotFoundError(url) from exc
         raise StorageAccessError(
             f"cannot download Delta's jars from {_repo()} ({reason}). Check the network or a proxy "
-            f"(HTTPS_PROXY), set {REPO_ENV} to a Maven mirror, or point DBT_DELTA_OPTIMIZE_JARS at the jar files."
+            f"(HTTPS_PROXY), set {REPO_ENV} to a Maven mirror, or point DBT_DELTA_OPTIMIZE_JARS at the jar files.",
+            retryable=True,  # not reached: docs/errors.md's exit 3
         ) from exc
 
 

@@ -335,7 +335,7 @@ def _add_rewrite_counts(layout: dict[str, Any], plan: Mapping[str, Any]) -> None
 
 
 def health_report(
-    table: str,
+    table: str | Snapshot,
     *,
     get_conf: ConfGetter | None = None,
     compare_version: int | None = None,
@@ -347,6 +347,8 @@ def health_report(
     storage_options: Mapping[str, str] | None = None,
 ) -> HealthReport:
     """Health of ``table`` at its latest version (optionally with ``compare_version`` as "before").
+
+    ``table``: a path, or a snapshot already loaded (``ops.table.Table.snapshot``: not read again).
 
     Thresholds: explicit argument > ``get_conf`` (a running Spark session's conf, when the caller has
     one) > delta-spark's defaults (optimize.minFileSize 1 GiB; autoCompact.minFileSize =
@@ -367,9 +369,9 @@ def health_report(
         auto_compact_max_file_size=auto_compact_max_file_size,
         auto_compact_min_num_files=auto_compact_min_num_files,
     )
-    from ..delta.storage import storage_for, table_uri
+    from ..delta.storage import storage_of
 
-    snapshot = load_snapshot(table, storage=storage_for(table_uri(table), storage_options))
+    snapshot = table if not isinstance(table, str) else load_snapshot(table, storage=storage_of(table, storage_options))
     layout = _layout(snapshot, th.optimize_min_file_size, th.auto_compact_min_file_size)
     plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict(include_paths=False)
     _add_rewrite_counts(layout, plan)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from ..delta.actions import ADD, COMMIT_INFO, METADATA, PROTOCOL, REMOVE, AddFile, RemoveFile
 from ..delta.storage import Storage, storage_for, table_uri
 from ..errors import InvalidArgumentError
+from ..plan.operation import REARRANGING_OPERATIONS as _REARRANGING
 from .findings import Finding, ValidationReport
 from .live_files import LiveFiles, norm_path
 from .validate_actions import check_actions
@@ -67,8 +68,8 @@ __all__ = [
     "validate_commit",
 ]
 
-#: Operations whose commits only rearrange data (every action dataChange=false).
-REARRANGING_OPERATIONS = frozenset({"OPTIMIZE", "REORG"})
+#: Operations whose commits only rearrange data (every action dataChange=false): ``plan.operation``'s.
+REARRANGING_OPERATIONS = _REARRANGING
 
 CODES = (
     "data_change_true",

@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..delta.snapshot import Snapshot
 from ..errors import DeltaOptimizeError
-from ..options import PREFIX, ConfGetter, parse_bool
+from ..options import PREFIX, ConfGetter, OptimizeOptions, parse_bool
 from ..plan.autocompact import (
     DISABLED,
     FAILED,
     RUN_ON_ALL,
-    SKIP_BLIND_APPEND,
     SKIP_EMPTY_INGESTION,
-    SKIP_OWN_COMMIT,
     AutoCompactConfig,
     AutoCompactDecision,
     AutoCompactResult,
@@ -32,12 +30,14 @@ from ..plan.autocompact import (
     decide_counts,
     partition_counts,
     partitions_of,
+    trigger_skip,
 )
 from ..plan.builder import build_plan
 from ..plan.config import OptimizeConfig
-from ..plan.operation import AutoCompact
+from ..plan.operation import REARRANGING_OPERATIONS, AutoCompact
 from ..plan.predicate import select_partitions
-from .pipeline import Session, Target, execute, external_paths_gate, gate, open_snapshot
+from .pipeline import Session, Target, execute, external_paths_gate, gate
+from .table import Table, source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..delta.file_table import RawKey
     from ..plan.metrics import OptimizeMetrics
 
-__all__ = ["auto_compact"]
+__all__ = ["auto_compact", "compaction_overrides"]
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _trigger(snapshot: Snapshot, since_version: int | None) -> _Trigger:
     info: dict[int, Mapping[str, Any]] = {
         v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits
     }
-    data = [(v, acts) for v, acts in commits if info[v].get("operation") not in ("OPTIMIZE", "REORG")]
+    data = [(v, acts) for v, acts in commits if info[v].get("operation") not in REARRANGING_OPERATIONS]
     return _Trigger(tuple(v for v, _ in commits), info, data)
 
 
@@ -90,9 +90,10 @@ class _Run:
     """One hook: its settings, what it found, and the result it reports."""
 
     session: Session
-    target: Target
+    target: Table | Target
     since_version: int | None
     config: AutoCompactConfig
+    options: OptimizeOptions
     get_conf: ConfGetter
     t0: float
     location: str = ""
@@ -104,7 +105,7 @@ class _Run:
         now = (time.perf_counter() - self.t0) * 1000
         d = self.decision
         return AutoCompactResult(
-            table=self.location or self.target.table,
+            table=self.location or self.name,
             status=status,
             reason=reason,
             since_version=self.since_version,
@@ -117,35 +118,32 @@ class _Run:
             **kw,
         )
 
+    @property
+    def name(self) -> str:
+        return self.target.name if isinstance(self.target, Table) else self.target.table
+
+    def _open(self) -> Snapshot:
+        """The handle's snapshot as it is (no second load), or the named table opened once."""
+        if isinstance(self.target, Table):
+            self.location = self.target.location
+            return self.target.snapshot
+        self.location = self.target.location(self.session)
+        return self.target.open(self.session)
+
     def throw(self, throw_on_error: bool | None) -> bool:
         if throw_on_error is not None:
             return throw_on_error
         raw = self.get_conf(PREFIX + "postCommitHook.throwOnError")
         return parse_bool(raw, key="postCommitHook.throwOnError") if raw else False
 
-    def _skip_reason(self, trigger: _Trigger) -> tuple[str, str] | None:
-        if not trigger.data_commits:
-            if not trigger.versions:
-                return SKIP_EMPTY_INGESTION, f"no commits after version {self.since_version}"
-            return SKIP_OWN_COMMIT, (
-                "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output"
-            )
-        # delta-spark's isQualifiedForAutoCompact: nonBlindAppend only applies with modifiedPartitionsOnly.
-        cfg = self.config
-        blind = all(trigger.info[v].get("isBlindAppend") for v, _ in trigger.data_commits)
-        if cfg.non_blind_append and cfg.modified_partitions_only and blind:
-            return SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append"
-        return None
-
     def execute(self, enabled: bool | None, *, decide_only: bool = False) -> AutoCompactResult:
-        self.location = self.target.location(self.session)
-        snapshot = open_snapshot(self.location, self.target.storage_options)
+        snapshot = self._open()
         is_on = enabled if enabled is not None else auto_compact_enabled(self.get_conf, snapshot.configuration)
         if not is_on:
             return self.result(DISABLED, _DISABLED_REASON)
         trigger = _trigger(snapshot, self.since_version)
         self.triggering = trigger.versions
-        skip = self._skip_reason(trigger)
+        skip = trigger_skip(self.since_version, [(v, trigger.info[v]) for v in trigger.versions], self.config)
         if skip is not None:
             return self.result(*skip)
         added = trigger.added
@@ -165,20 +163,26 @@ class _Run:
         return self.result(self.decision.status, self.decision.reason, metrics=metrics)
 
     def _compact(self, snapshot: Snapshot, chosen: frozenset[RawKey] | None) -> OptimizeMetrics:
-        """Compact the chosen partitions (None: all) with the auto-compact sizes, as OPTIMIZE auto=true."""
+        """Compact the chosen partitions (None: all) as OPTIMIZE auto=true: every OPTIMIZE setting the caller
+        gave, with the auto-compact sizes in place of OPTIMIZE's own."""
         gate(snapshot)
         engine = self.session.engine()
         settings = self.session.settings()
-        sizes = {"min_file_size": self.config.small_file_threshold, "max_file_size": self.config.max_file_size}
-        config = OptimizeConfig.resolve(settings.get_conf, sizes)
+        config = OptimizeConfig.resolve(settings.get_conf, compaction_overrides(self.options, self.config))
         selection = select_partitions(snapshot, (), time_zone=settings.time_zone)
         plan = build_plan(snapshot, config, selection=selection, operation=AutoCompact(chosen))
         return execute(engine, snapshot, external_paths_gate(snapshot, plan))
 
 
+def compaction_overrides(options: OptimizeOptions, config: AutoCompactConfig) -> dict[str, Any]:
+    """The OPTIMIZE overrides of an auto compaction: the caller's settings, sized by auto compaction."""
+    sizes = {"min_file_size": config.small_file_threshold, "max_file_size": config.max_file_size}
+    return {**options.overrides(), **sizes}
+
+
 def auto_compact(
     spark: SparkSession | None,
-    table: str,
+    table: str | Table,
     since_version: int | None = None,
     *,
     enabled: bool | None = None,
@@ -191,13 +195,15 @@ def auto_compact(
     max_num_modified_partitions: int | None = None,
     storage_options: Mapping[str, str] | None = None,
     decide_only: bool = False,
+    options: OptimizeOptions | None = None,
 ) -> AutoCompactResult:
     """Run the auto-compaction hook for the write(s) after ``since_version`` (default: the latest commit).
 
     Args:
         spark: session for the compaction itself; None uses the running one, else an embedded one.
             It is only started when a compaction actually runs.
-        table: path or catalog name (a name needs a session to resolve).
+        table: path or catalog name (a name needs a session to resolve), or a ``Table`` from
+            ``ops.table.open_table`` (its snapshot is decided and planned from, not loaded again).
         since_version: the table version before the write; the commits after it are the trigger.
         enabled: force on/off (the dbt layer passes model settings); None follows delta-spark's confs.
         throw_on_error: raise instead of returning the error in the result; None reads
@@ -207,6 +213,8 @@ def auto_compact(
         storage_options: object-store settings under deltalake's keys (as for ``optimize``).
         decide_only: return the decision (status, reason, chosen partitions) without compacting; for
             a table given by path no Spark is started (the dbt hooks then compact through SQL).
+        options: the OPTIMIZE settings of the compaction itself (time budget, commit_every, threads,
+            validation ...); its sizes are auto compaction's (``min_file_size``/``max_file_size`` above).
     """
     overrides = {
         "max_file_size": max_file_size,
@@ -220,18 +228,19 @@ def auto_compact(
     session = Session(spark)
     get_conf = session.conf()
     config = AutoCompactConfig.resolve(get_conf, {k: v for k, v in overrides.items() if v is not None})
-    run = _Run(session, Target(table, storage_options), since_version, config, get_conf, t0)
+    source = source_of(table, storage_options)
+    run = _Run(session, source, since_version, config, options or OptimizeOptions(), get_conf, t0)
     try:
         return run.execute(enabled, decide_only=decide_only)
     except DeltaOptimizeError as exc:
         if run.throw(throw_on_error):
             raise
-        log.warning("auto compaction of %s failed: %s", run.location or table, exc)
+        log.warning("auto compaction of %s failed: %s", run.location or run.name, exc)
         return run.result(FAILED, f"auto compaction failed: {exc}", error=f"{type(exc).__name__}: {exc}")
     except Exception as exc:
         if run.throw(throw_on_error):
             raise
-        log.warning("auto compaction of %s failed: %s", run.location or table, exc, exc_info=True)
+        log.warning("auto compaction of %s failed: %s", run.location or run.name, exc, exc_info=True)
         return run.result(
             FAILED, f"auto compaction failed: {type(exc).__name__}: {exc}", error=f"{type(exc).__name__}: {exc}"
         )

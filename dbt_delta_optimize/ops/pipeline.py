@@ -86,9 +86,11 @@ class Settings:
 class Session:
     """The Spark session of one call: the caller's, the running one, or a new one, started only on demand."""
 
-    def __init__(self, spark: SparkSession | None) -> None:
+    def __init__(self, spark: SparkSession | None, *, start: Callable[[], SparkSession] | None = None) -> None:
         self._spark = spark
         self._engine: SparkEngine | None = None
+        #: how to get a session when one is needed (a front end's own, e.g. dbt's), instead of a new embedded one
+        self._start = start
 
     def running(self) -> SparkSession | None:
         """The caller's session or the one already running in this process; never starts one.
@@ -133,10 +135,12 @@ class Session:
         """Whether the session would be a new embedded one: none given, none running, no Spark Connect address."""
         from ..engine.session import REMOTE_ENV
 
-        return not os.environ.get(REMOTE_ENV) and self.running() is None
+        return not os.environ.get(REMOTE_ENV) and self._start is None and self.running() is None
 
     def spark(self) -> SparkSession:
         """The session, started (or connected) if there is none yet."""
+        if self._spark is None and self._start is not None:
+            self._spark = self._start()
         if self._spark is None:
             from ..engine.session import get_spark
 
@@ -193,9 +197,9 @@ class Source(TypingProtocol):
 def open_snapshot(location: str, storage_options: Mapping[str, str] | None) -> Snapshot:
     """The table's latest snapshot, read through its storage with the caller's storage options."""
     from ..delta.snapshot import load_snapshot
-    from ..delta.storage import storage_for, table_uri
+    from ..delta.storage import storage_of
 
-    return load_snapshot(location, storage=storage_for(table_uri(location), storage_options))
+    return load_snapshot(location, storage=storage_of(location, storage_options))
 
 
 def gate(snapshot: Snapshot) -> None:

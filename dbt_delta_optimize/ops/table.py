@@ -20,7 +20,7 @@ from .pipeline import Session, Target, open_snapshot
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Table", "open_table", "source_of"]
+__all__ = ["Table", "locate", "open_table", "source_of", "table_version"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,10 @@ class Table:
     def target(self) -> Target:
         """The table as a ``Target`` (its location, so no catalog lookup is made again)."""
         return Target(self.location, self.storage_options)
+
+    def counts(self) -> tuple[int, int]:
+        """(live files, live bytes) of the snapshot: what a report shows before and after, without a read."""
+        return len(self.snapshot.file_table), sum(self.snapshot.file_table.sizes)
 
     def open(self, session: Session) -> Snapshot:
         """The pipeline's source protocol: the snapshot opened already (no second load)."""
@@ -80,3 +84,33 @@ def source_of(table: str | Table, storage_options: Mapping[str, str] | None) -> 
     if isinstance(table, Table):
         return table
     return Target(check_table(table), storage_options)
+
+
+def table_version(
+    table: str, *, spark: SparkSession | None = None, storage_options: Mapping[str, str] | None = None
+) -> int:
+    """The table's latest version, by listing its log (no replay); -1 when there is no Delta table there yet."""
+    from ..delta.snapshot import latest_version
+    from ..delta.storage import storage_of
+    from ..errors import NotADeltaTableError, TableNotFoundError
+
+    try:
+        location = Target(check_table(table), storage_options).location(Session(spark))
+    except (NotADeltaTableError, TableNotFoundError):
+        return -1
+    return latest_version(location, storage=storage_of(location, storage_options))
+
+
+def locate(
+    table: str | Table, *, spark: SparkSession | None = None, storage_options: Mapping[str, str] | None = None
+) -> tuple[str, Storage]:
+    """Where a table lives and the storage that reaches it, without reading its log (history, validation).
+
+    A handle gives its own; a catalog name is resolved through Spark (the only reason to start it).
+    """
+    from ..delta.storage import storage_of
+
+    if isinstance(table, Table):
+        return table.location, table.storage
+    location = Target(check_table(table), storage_options).location(Session(spark))
+    return location, storage_of(location, storage_options)

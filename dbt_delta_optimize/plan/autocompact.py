@@ -40,6 +40,7 @@ __all__ = [
     "partition_counts",
     "partitions_of",
     "plan_auto_compact",
+    "trigger_skip",
 ]
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,29 @@ SKIP_INSUFFICIENT_FILES = "skipInsufficientFiles"
 RUN_ON_MODIFIED = "runOnModifiedPartitions"
 RUN_ON_ALL = "runOnAllPartitions"
 FAILED = "failed"
+
+
+def trigger_skip(
+    since_version: int | None, commits: Sequence[tuple[int, Mapping[str, Any]]], config: AutoCompactConfig
+) -> tuple[str, str] | None:
+    """delta-spark's skip rules on the triggering commits, ``(version, commitInfo)``, before a file is counted.
+
+    Pure, and the one copy: the hook on a session reads the commitInfo from the log, the hook through SQL from
+    ``DESCRIBE HISTORY`` (the same fields). None: the write qualifies for the small-file rule.
+    """
+    from .operation import REARRANGING_OPERATIONS
+
+    if not commits:
+        return SKIP_EMPTY_INGESTION, f"no commits after version {since_version}"
+    data = [info for _, info in commits if str(info.get("operation")) not in REARRANGING_OPERATIONS]
+    if not data:
+        return SKIP_OWN_COMMIT, (
+            "the triggering commits are OPTIMIZE commits: auto compaction never compacts its own output"
+        )
+    # delta-spark's isQualifiedForAutoCompact: nonBlindAppend only applies with modifiedPartitionsOnly.
+    if config.non_blind_append and config.modified_partitions_only and all(i.get("isBlindAppend") for i in data):
+        return SKIP_BLIND_APPEND, "autoCompact.nonBlindAppend.enabled is set and the write was a blind append"
+    return None
 
 
 def auto_compact_enabled(get_conf: ConfGetter, table_configuration: Mapping[str, str]) -> bool:

@@ -13,7 +13,24 @@ from typing import Any, ClassVar, Literal
 from ..delta.file_table import RawKey
 from .curve import ClusteringSpec
 
-__all__ = ["AutoCompact", "Compact", "Kind", "Liquid", "Operation", "Purge", "ZOrder"]
+__all__ = [
+    "OPTIMIZE",
+    "REARRANGING_OPERATIONS",
+    "REORG",
+    "AutoCompact",
+    "Compact",
+    "Kind",
+    "Liquid",
+    "Operation",
+    "Purge",
+    "ZOrder",
+]
+
+#: The commit operation names of the commits that only rearrange data (every action dataChange=false): OPTIMIZE
+#: (compaction, Z-order, liquid, auto compaction) and REORG (purge). The one place these names are written.
+OPTIMIZE: Literal["OPTIMIZE"] = "OPTIMIZE"
+REORG: Literal["REORG"] = "REORG"
+REARRANGING_OPERATIONS = frozenset({OPTIMIZE, REORG})
 
 Kind = Literal["compact", "zorder", "liquid", "purge", "auto"]
 
@@ -26,7 +43,7 @@ class _Base:
     """What every operation answers; the defaults are a plain compaction's."""
 
     kind: ClassVar[Kind]
-    commit_name: ClassVar[Literal["OPTIMIZE", "REORG"]] = "OPTIMIZE"
+    commit_name: ClassVar[Literal["OPTIMIZE", "REORG"]] = OPTIMIZE
 
     @property
     def clustering(self) -> ClusteringSpec | None:
@@ -90,7 +107,7 @@ class Purge(_Base):
     """REORG TABLE ... APPLY (PURGE): every file with deleted rows rewritten, single-file bins kept."""
 
     kind: ClassVar[Kind] = "purge"
-    commit_name: ClassVar[Literal["OPTIMIZE", "REORG"]] = "REORG"
+    commit_name: ClassVar[Literal["OPTIMIZE", "REORG"]] = REORG
 
     def commit_parameters(self, predicates: tuple[str, ...]) -> dict[str, Any]:
         return {"predicate": _json(predicates), "applyPurge": True}  # DeltaOperations.Reorg

@@ -4,7 +4,7 @@
 {% macro _delta_optimize_select(select, table) %}
   {% set targets = [] %}
   {% if table is not none %}
-    {% do targets.append({'table': table, 'model': none, 'file_format': none}) %}
+    {% do targets.append({'table': table, 'model': none, 'file_format': none, 'meta': none}) %}
   {% endif %}
   {% if select is none %}{{ return(targets) }}{% endif %}
   {% set selectors = select.split() if select is string else select %}
@@ -16,7 +16,9 @@
     {% if ns.hit and (node.config.get('meta', {}).get('delta_optimize', {}) or {}).get('skip') %}
       {{ log('delta_optimize ' ~ node.name ~ ': skipped (meta.delta_optimize.skip)', info=true) }}
     {% elif ns.hit %}
-      {% do targets.append({'table': node.schema ~ '.' ~ node.alias, 'model': node.name, 'file_format': node.config.get('file_format')}) %}
+      {% do targets.append({'table': dbt_delta_optimize._delta_optimize_table_name(node=node), 'model': node.name,
+                            'file_format': node.config.get('file_format'),
+                            'meta': node.config.get('meta', {}).get('delta_optimize', none)}) %}
     {% endif %}
   {% endfor %}
   {% if targets | length == 0 %}

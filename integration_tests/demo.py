@@ -1,5 +1,8 @@
 """`make demo`: the integration dbt project built on an embedded local Spark with Delta.
 
+A script of the source tree (``python integration_tests/demo.py``), not of the package: it runs the dbt
+project next to it, which a pip-installed wheel does not have.
+
 Runs ``dbt deps``, ``dbt seed``, three ``dbt run``s (the incremental model appends small files
 until auto compaction kicks in) and ``dbt run-operation optimize``, then prints per table the
 files before and after and the decision taken, from target/delta_optimize_results.json (which
@@ -16,13 +19,12 @@ import sys
 import time
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PROJECT = os.path.join(ROOT, "integration_tests")
+PROJECT = os.path.dirname(os.path.abspath(__file__))
 
 
 def demo_env(work: str) -> dict[str, str]:
     """Environment for dbt-spark `method: session` with Delta's jars and state under ``work``."""
-    from ..engine.session import default_jars_dir, delta_jars
+    from dbt_delta_optimize.engine.session import default_jars_dir, delta_jars
 
     jars = delta_jars()
     if not jars:
@@ -71,7 +73,7 @@ def _dbt(env: dict[str, str], *args: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .._version import __version__
+    from dbt_delta_optimize._version import __version__
 
     work = os.path.abspath(os.environ.get("DEMO_DIR", ".delta_optimize/demo"))
     shutil.rmtree(work, ignore_errors=True)
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ..process_exit import exit_process, status_of
+    from dbt_delta_optimize.process_exit import exit_process, status_of
 
     try:
         code = main()
