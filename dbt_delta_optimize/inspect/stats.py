@@ -126,8 +126,9 @@ def _render(
     *,
     prefix: int,
     time_zone: str,
-    tight_bounds: bool,
+    tight_bounds: bool | None,
 ) -> str:
+    """``tight_bounds`` None: no ``tightBounds`` key (a table without deletion vectors)."""
     r = _Renderer({leaf.path: leaf for leaf in leaves}, prefix, time_zone)
     out = [f'"numRecords":{num_rows}']
     if any(r.has_bounds(f, (f.name,)) for f in fields):
@@ -135,8 +136,8 @@ def _render(
         out.append(f'"maxValues":{r.obj(fields, (), "max")}')
     if any(f.has_leaf_below for f in fields):
         out.append(f'"nullCount":{r.obj(fields, (), "null")}')
-    if tight_bounds:
-        out.append('"tightBounds":true')
+    if tight_bounds is not None:
+        out.append(f'"tightBounds":{"true" if tight_bounds else "false"}')
     return "{" + ",".join(out) + "}"
 
 
@@ -149,6 +150,7 @@ def _stats(
     protocol: Protocol | None,
     session_time_zone: str,
     string_prefix_length: int | None,
+    tight_bounds: bool = True,
 ) -> str:
     fields = stats_columns(schema, partition_columns, configuration)
     prefix = (
@@ -163,7 +165,7 @@ def _stats(
         leaves,
         prefix=prefix,
         time_zone=session_time_zone,
-        tight_bounds=has_tight_bounds(protocol, configuration),
+        tight_bounds=tight_bounds if has_tight_bounds(protocol, configuration) else None,
     )
 
 
@@ -214,10 +216,15 @@ def stats_from_file(
     session_time_zone: str = "UTC",
     string_prefix_length: int | None = None,
     read_data: bool = True,
+    tight_bounds: bool = True,
 ) -> str:
     """Stats JSON for a Parquet file (a local path or an open binary file): its footer, plus (``read_data``)
     the data of only those columns the footer cannot answer for (INT96 timestamps, oversized strings, null
-    arrays/maps)."""
+    arrays/maps).
+
+    ``tight_bounds=False`` (on a table with deletion vectors) records the physical file's stats as wide
+    bounds, as delta-spark does for a file with a deletion vector (``updateStatsToWideBounds``): the
+    bounds and null counts are of every row in the file, deleted ones included."""
     import pyarrow.parquet as pq
 
     metadata = pq.read_metadata(path)
@@ -230,4 +237,5 @@ def stats_from_file(
         protocol,
         session_time_zone,
         string_prefix_length,
+        tight_bounds,
     )
