@@ -23,11 +23,13 @@ def _live_adds(spark, path: str) -> dict[str, dict]:
     """path -> the live add action, replayed from the JSON commits (the tables here have no checkpoint)."""
     raw: dict[str, dict] = {}
     for v in log_versions(path):
-        for action in _commit(path, v):
+        actions = _commit(path, v)
+        for action in actions:  # a DELETE with deletion vectors removes and re-adds a path in one commit
+            if "remove" in action:
+                raw.pop(action["remove"]["path"], None)
+        for action in actions:
             if "add" in action:
                 raw[action["add"]["path"]] = action["add"]
-            elif "remove" in action:
-                raw.pop(action["remove"]["path"], None)
     assert len(raw) == spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]["numFiles"]
     return raw
 
@@ -126,3 +128,158 @@ def test_all_types_equal_delta_spark(spark, tmp_path):
         assert ours[path] == theirs
     # the two engines read some types differently (float widening), each the same as before analyze
     assert rows_spark(spark, p) == before and rows_deltars(p) == before_rs
+
+
+def _no_stats_table(spark, path: str, props: str, *, files: int = 4, rows: int = 400, partitioned: bool = False):
+    """A table written by delta-spark with ``dataSkippingNumIndexedCols = 0`` (no column stats) in ``files`` files."""
+    part = "PARTITIONED BY (part)" if partitioned else ""
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id LONG, s STRING, part INT) USING delta {part} "
+        f"TBLPROPERTIES ('delta.dataSkippingNumIndexedCols' = '0'{', ' + props if props else ''})"
+    )
+    spark.range(0, rows).selectExpr(
+        "id", "concat('x', cast(id AS string)) AS s", "cast(id % 4 AS int) AS part"
+    ).repartitionByRange(files, "id").write.format("delta").mode("append").save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.dataSkippingNumIndexedCols' = '32')")
+
+
+def _last_adds(path: str) -> list[dict]:
+    return [a["add"] for a in _commit(path, log_versions(path)[-1]) if "add" in a]
+
+
+def test_deletion_vectors_and_row_tracking(spark, tmp_path):
+    """(c) A file with a deletion vector gets its physical stats as wide bounds (tightBounds false), the
+    others tight; DVs, baseRowId and defaultRowCommitVersion are kept, and row ids do not change."""
+    p = str(tmp_path / "dv")
+    _no_stats_table(spark, p, "'delta.enableDeletionVectors' = 'true', 'delta.enableRowTracking' = 'true'")
+    spark.sql(f"DELETE FROM delta.`{p}` WHERE id < 50")
+    before_adds = _live_adds(spark, p)
+    assert sum(1 for a in before_adds.values() if a.get("deletionVector")) == 1
+    ids = sorted(tuple(r) for r in spark.read.format("delta").load(p).selectExpr("id", "_metadata.row_id").collect())
+    before = rows_spark(spark, p)
+
+    m = analyze(spark, p)
+
+    assert m.files_updated == 4
+    for a in _last_adds(p):
+        old, st = before_adds[a["path"]], json.loads(a["stats"])
+        assert a.get("deletionVector") == old.get("deletionVector")
+        assert a["baseRowId"] == old["baseRowId"] and a["defaultRowCommitVersion"] == old["defaultRowCommitVersion"]
+        if old.get("deletionVector"):
+            assert st["tightBounds"] is False and st["numRecords"] == 100 and st["minValues"]["id"] == 0
+        else:
+            assert st["tightBounds"] is True and st["numRecords"] == 100
+    assert_same_rows(spark, p, before)
+    after_ids = sorted(
+        tuple(r) for r in spark.read.format("delta").load(p).selectExpr("id", "_metadata.row_id").collect()
+    )
+    assert after_ids == ids
+    assert _files_read(spark, p, "id = 250") == 1
+    assert spark.read.format("delta").load(p).where("id < 50").count() == 0
+
+
+def test_column_mapping_physical_names(spark, tmp_path):
+    """(c) Under column mapping the stats are keyed by physical names, also after a rename."""
+    p = str(tmp_path / "cm")
+    _no_stats_table(spark, p, "'delta.columnMapping.mode' = 'name'")
+    spark.sql(f"ALTER TABLE delta.`{p}` RENAME COLUMN s TO renamed")
+    schema = json.loads(
+        next(a["metaData"] for v in reversed(log_versions(p)) for a in _commit(p, v) if "metaData" in a)["schemaString"]
+    )
+    physical = {f["name"]: f["metadata"]["delta.columnMapping.physicalName"] for f in schema["fields"]}
+    before, before_rs = rows_spark(spark, p), rows_deltars(p)
+
+    m = analyze(spark, p)
+
+    assert m.files_updated == 4
+    for a in _last_adds(p):
+        st = json.loads(a["stats"])
+        assert set(st["minValues"]) == {physical["id"], physical["renamed"], physical["part"]}
+    # each engine reads what it read before (deltalake 1.6 and delta-spark differ on this renamed, mapped table)
+    assert rows_spark(spark, p) == before and rows_deltars(p) == before_rs
+    assert _files_read(spark, p, "id = 250") == 1
+    assert _files_read(spark, p, "renamed = 'x5'") == 1
+
+
+def test_where_and_concurrent_delete(spark, tmp_path, monkeypatch):
+    """(c) --where recomputes one partition (recorded as the commit's predicate); a concurrent DELETE
+    that removed some planned files wins: their new stats are dropped, the rest commit."""
+    import dbt_delta_optimize.ops.analyze as ops_analyze
+
+    p = str(tmp_path / "part")
+    _no_stats_table(spark, p, "", partitioned=True)
+    m = analyze(spark, p, where="part = 2")
+    assert (
+        m.files_planned
+        == m.files_updated
+        == len([a for a in _live_adds(spark, p).values() if a["partitionValues"]["part"] == "2"])
+    )
+    info = next(a["commitInfo"] for a in _commit(p, log_versions(p)[-1]) if "commitInfo" in a)
+    assert info["operation"] == "COMPUTE STATS"
+    predicate = json.loads(info["operationParameters"]["predicate"])
+    assert len(predicate) == 1 and "part" in predicate[0] and "2" in predicate[0]
+    for a in _live_adds(spark, p).values():
+        assert ("minValues" in json.loads(a["stats"])) == (a["partitionValues"]["part"] == "2")
+
+    original = ops_analyze._compute
+
+    def compute_then_delete(*args, **kwargs):
+        out = original(*args, **kwargs)
+        spark.sql(f"DELETE FROM delta.`{p}` WHERE part = 1")  # wins the race: removes part=1's files
+        return out
+
+    monkeypatch.setattr(ops_analyze, "_compute", compute_then_delete)
+    part1 = len([a for a in _live_adds(spark, p).values() if a["partitionValues"]["part"] == "1"])
+    expected = [r for r in rows_spark(spark, p) if r[1] != 1]  # columns sorted: id, part, s
+
+    m = analyze(spark, p)
+
+    assert m.files_dropped == part1 > 0 and m.files_updated == m.files_planned - part1
+    live = _live_adds(spark, p).values()
+    assert all("minValues" in json.loads(a["stats"]) for a in live)
+    assert not any(a["partitionValues"]["part"] == "1" for a in live)
+    assert_same_rows(spark, p, expected)
+
+
+def test_stats_columns_changed_after_write(spark, tmp_path):
+    """(c) A column added to dataSkippingStatsColumns after the write: those files are incomplete, and
+    analyze gives them the new column's stats (checked against delta-spark's own aggregation)."""
+    from dbt_delta_optimize.errors import InvalidArgumentError
+
+    p = str(tmp_path / "sc")
+    spark.range(0, 300).selectExpr("id", "concat('v', cast(id * 7 % 100 AS string)) AS s").repartitionByRange(
+        3, "id"
+    ).write.format("delta").option("delta.dataSkippingStatsColumns", "id").save(p)
+    assert all("s" not in json.loads(a["stats"])["minValues"] for a in _live_adds(spark, p).values())
+    assert analyze(spark, p, dry_run=True).files_planned == 0
+    spark.sql(f"ALTER TABLE delta.`{p}` SET TBLPROPERTIES ('delta.dataSkippingStatsColumns' = 'id,s')")
+    with pytest.raises(InvalidArgumentError, match="dataSkippingStatsColumns"):
+        analyze(spark, p, columns=["nope"])
+    plan = analyze(spark, p, columns="s", dry_run=True)
+    assert plan.files_planned == 3 and plan.reasons == {"incomplete": 3} and plan.files_updated == 0
+
+    m = analyze(spark, p)
+
+    assert m.files_updated == 3
+    expected = {
+        r["f"]: (r["lo"], r["hi"])
+        for r in spark.read.format("delta")
+        .load(p)
+        .groupBy("_metadata.file_name")
+        .agg({"s": "min"})
+        .withColumnRenamed("min(s)", "lo")
+        .join(
+            spark.read.format("delta")
+            .load(p)
+            .groupBy("_metadata.file_name")
+            .agg({"s": "max"})
+            .withColumnRenamed("max(s)", "hi"),
+            "file_name",
+        )
+        .withColumnRenamed("file_name", "f")
+        .collect()
+    }
+    for a in _last_adds(p):
+        st = json.loads(a["stats"])
+        assert (st["minValues"]["s"], st["maxValues"]["s"]) == expected[os.path.basename(a["path"])]
+        assert st["nullCount"] == {"id": 0, "s": 0}
