@@ -1,0 +1,103 @@
+"""``analyze`` on a path table without a JVM (deltalake writes it), and the COMPUTE STATS validator."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import pyarrow as pa
+import pytest
+
+from dbt_delta_optimize.delta.snapshot import load_snapshot
+from dbt_delta_optimize.inspect.validate import validate_commit
+from dbt_delta_optimize.inspect.validate_analyze import validate_stats_actions
+from dbt_delta_optimize.ops.analyze import analyze
+from tests.helpers import log_versions, rows_deltars
+
+
+def _table(path: str) -> None:
+    from deltalake import write_deltalake
+
+    for i in range(3):
+        data = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "s": [f"v{j}" for j in range(10)]})
+        write_deltalake(path, data, mode="append", configuration={"delta.dataSkippingNumIndexedCols": "1"})
+
+
+def test_path_table_without_spark_and_its_commit_validates(tmp_path):
+    p = str(tmp_path / "t")
+    _table(p)
+    snap = load_snapshot(p)
+    with open(os.path.join(p, "_delta_log", "00000000000000000000.json"), encoding="utf-8") as fh:
+        lines = [json.loads(x) for x in fh]
+    assert any("metaData" in a for a in lines)
+    rows = rows_deltars(p)
+    plan = analyze(None, p, dry_run=True)
+    assert plan.files_planned == 0  # deltalake honoured dataSkippingNumIndexedCols = 1: id is covered
+    m = analyze(None, p, all=True)
+    assert m.files_updated == 3 and m.versions == (snap.version + 1,)
+    report = validate_commit(p, m.versions[0])
+    assert report.ok and report.operation == "COMPUTE STATS", report.describe()
+    assert rows_deltars(p) == rows
+    new = load_snapshot(p)
+    for f in new.files:
+        st = json.loads(f.stats or "{}")
+        assert st["numRecords"] == 10 and set(st["minValues"]) == {"id"} and st["nullCount"] == {"id": 0}
+
+
+def test_validator_findings(tmp_path):
+    p = str(tmp_path / "t")
+    _table(p)
+    snap = load_snapshot(p)
+    f = snap.files[0]
+    good = replace(
+        f, data_change=False, stats='{"numRecords":10,"minValues":{"id":0},"maxValues":{"id":9},"nullCount":{"id":0}}'
+    )
+    assert validate_stats_actions(snap, [good]).ok
+    cases = {
+        "data_change_true": replace(good, data_change=True),
+        "stats_add_changed_file": replace(good, size=good.size + 1),
+        "stats_add_not_live": replace(good, path="nope.parquet"),
+        "stats_num_records_mismatch": replace(good, stats='{"numRecords":11}'),
+        "stats_min_gt_max": replace(good, stats='{"numRecords":10,"minValues":{"id":9},"maxValues":{"id":0}}'),
+        "stats_missing": replace(good, stats=None),
+    }
+    for code, add in cases.items():
+        report = validate_stats_actions(snap, [add])
+        assert not report.ok and code in report.codes, (code, report.codes)
+    assert "add_duplicate" in validate_stats_actions(snap, [good, good]).codes
+
+
+def test_a_tampered_landed_commit_is_reported(tmp_path):
+    p = str(tmp_path / "t")
+    _table(p)
+    m = analyze(None, p, all=True)
+    v = m.versions[0]
+    name = os.path.join(p, "_delta_log", f"{v:020d}.json")
+    with open(name, encoding="utf-8") as fh:
+        actions = [json.loads(x) for x in fh]
+    for a in actions:
+        if "add" in a:
+            a["add"]["size"] += 1
+        if "commitInfo" in a:
+            a["commitInfo"]["operationParameters"] = {"predicate": "true"}
+    with open(name, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    report = validate_commit(p, v)
+    assert not report.ok and {"stats_add_changed_file", "commit_info_malformed"} <= set(report.codes)
+    assert log_versions(p)[-1] == v
+
+
+def test_bad_arguments_fail_before_anything_is_written(tmp_path):
+    from dbt_delta_optimize.errors import InvalidArgumentError, InvalidPredicateError
+
+    p = str(tmp_path / "t")
+    _table(p)
+    v = log_versions(p)[-1]
+    with pytest.raises(InvalidArgumentError):
+        analyze(None, p, columns=[1])  # type: ignore[list-item]
+    with pytest.raises(InvalidPredicateError):
+        analyze(None, p, where="id = 1")  # not a partition column
+    with pytest.raises(InvalidArgumentError):
+        analyze(None, p, all=True, max_threads=0)
+    assert log_versions(p)[-1] == v
