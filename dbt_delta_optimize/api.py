@@ -3,15 +3,26 @@
 ``plan_optimize`` starts no JVM for a table given by path (predicates are evaluated in Python);
 ``optimize`` runs the plan on Spark and commits it with our writer; ``purge`` rewrites the files with
 deleted rows; ``auto_compact`` decides from the log whether a write left enough small files, and only
-then starts Spark. Every setting is declared once, in ``dbt_delta_optimize.options``.
+then starts Spark; ``analyze`` computes the per-file statistics files lack, as delta-spark writes them. Every setting is declared once, in ``dbt_delta_optimize.options``.
 """
 
 from __future__ import annotations
 
+from .ops.analyze import AnalyzeMetrics, analyze
 from .ops.auto_compact import auto_compact
 from .ops.optimize import optimize, plan_optimize
 from .ops.pipeline import active_conf
 from .ops.purge import plan_purge, purge
 from .options import OptimizeOptions
 
-__all__ = ["OptimizeOptions", "active_conf", "auto_compact", "optimize", "plan_optimize", "plan_purge", "purge"]
+__all__ = [
+    "AnalyzeMetrics",
+    "OptimizeOptions",
+    "active_conf",
+    "analyze",
+    "auto_compact",
+    "optimize",
+    "plan_optimize",
+    "plan_purge",
+    "purge",
+]

@@ -101,3 +101,24 @@ def test_bad_arguments_fail_before_anything_is_written(tmp_path):
     with pytest.raises(InvalidArgumentError):
         analyze(None, p, all=True, max_threads=0)
     assert log_versions(p)[-1] == v
+
+
+def test_cli(tmp_path):
+    from click.testing import CliRunner
+
+    from dbt_delta_optimize.cli.main import cli
+
+    p = str(tmp_path / "t")
+    _table(p)
+    v = log_versions(p)[-1]
+    r = CliRunner().invoke(cli, ["analyze", p, "--all", "--dry-run", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["dryRun"] and out["filesPlanned"] == 3 and out["reasons"] == {"all": 3} and log_versions(p)[-1] == v
+    r = CliRunner().invoke(cli, ["analyze", p, "--columns", "s"])
+    assert r.exit_code == 2 and "dataSkippingStatsColumns" in r.stderr and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, ["analyze", p, "--all"])
+    assert r.exit_code == 0 and "computed statistics of 3 of 3 file(s)" in r.stdout, r.output
+    assert f"version(s) {v + 1}" in r.stdout and log_versions(p)[-1] == v + 1
+    r = CliRunner().invoke(cli, ["analyze", str(tmp_path / "missing")])
+    assert r.exit_code == 2 and r.stderr.startswith("error:")
