@@ -32,7 +32,14 @@ def test_install_adds_the_namespace_once_and_keeps_dbts_modules():
     assert base.get_context_modules is first
     modules = base.get_context_modules()
     assert {"pytz", "datetime", "re", "itertools"} <= set(modules)
-    assert set(modules[NAMESPACE]) == {"describe_engine", "record_version", "run_model", "run_operation", "run_purge"}
+    assert set(modules[NAMESPACE]) == {
+        "describe_engine",
+        "record_version",
+        "run_model",
+        "run_operation",
+        "run_purge",
+        "run_analyze",
+    }
 
 
 def test_modules_context_property_reads_the_wrapped_function():

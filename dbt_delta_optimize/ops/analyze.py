@@ -84,6 +84,10 @@ class AnalyzeMetrics:
     def ok(self) -> bool:
         return not self.failed
 
+    def summary(self) -> dict[str, Any]:
+        """What a dry run reports (as an OptimizePlan's summary does)."""
+        return self.to_dict()
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,
