@@ -122,3 +122,26 @@ def test_cli(tmp_path):
     assert f"version(s) {v + 1}" in r.stdout and log_versions(p)[-1] == v + 1
     r = CliRunner().invoke(cli, ["analyze", str(tmp_path / "missing")])
     assert r.exit_code == 2 and r.stderr.startswith("error:")
+
+
+def test_truncated_footer_bounds_are_not_trusted(tmp_path):
+    """delta-rs (arrow-rs) truncates string bounds to 64 bytes and marks them inexact, which pyarrow does not
+    expose: analyze reads those columns' data, so the max gets delta-spark's prefix and tie-breaker."""
+    from deltalake import write_deltalake
+
+    from dbt_delta_optimize.inspect.stats import stats_from_file
+
+    p = str(tmp_path / "t")
+    long = "\u00e9" * 40 + "z"  # 82 UTF-8 bytes: truncated in the footer
+    write_deltalake(p, pa.table({"s": ["a", long]}))
+    (name,) = [n for n in os.listdir(p) if n.endswith(".parquet")]
+    footer_only = json.loads(stats_from_file(os.path.join(p, name), _SCHEMA_S, (), {}, read_data=False))
+    m = analyze(None, p, all=True)
+    assert m.files_updated == 1
+    st = json.loads(load_snapshot(p).files[0].stats or "{}")
+    assert st["maxValues"]["s"] == "\u00e9" * 32 + "\U0010ffff"  # truncateMaxStringAgg of the real max
+    assert footer_only["maxValues"]["s"] != st["maxValues"]["s"]  # what trusting the footer would have written
+    assert st["minValues"]["s"] == "a" and st["nullCount"] == {"s": 0} and st["numRecords"] == 2
+
+
+_SCHEMA_S = {"type": "struct", "fields": [{"name": "s", "type": "string", "nullable": True, "metadata": {}}]}

@@ -151,12 +151,13 @@ def _stats(
     session_time_zone: str,
     string_prefix_length: int | None,
     tight_bounds: bool = True,
+    inexact: frozenset[tuple[int, int]] = frozenset(),
 ) -> str:
     fields = stats_columns(schema, partition_columns, configuration)
     prefix = (
         string_prefix_length if string_prefix_length is not None else configured_string_prefix_length(configuration)
     )
-    num_rows, leaves = collect_leaf_stats(metadata, fields)
+    num_rows, leaves = collect_leaf_stats(metadata, fields, inexact)
     if path is not None:
         fill_from_data(path, metadata, leaves)
     return _render(
@@ -200,10 +201,25 @@ def stats_from_metadata(
     *,
     protocol: Protocol | None = None,
     session_time_zone: str = "UTC",
+    string_prefix_length: int | None = None,
+    tight_bounds: bool = True,
+    inexact_chunks: frozenset[tuple[int, int]] = frozenset(),
 ) -> str:
-    """``stats_from_file`` for a file whose footer is at hand (the writer's own): ``source`` (a path, a
-    binary file, or a function opening one) is read only for the columns the footer cannot answer for."""
-    return _stats(metadata, source, schema, partition_columns, configuration, protocol, session_time_zone, None)
+    """``stats_from_file`` for a file whose footer is at hand (the writer's own, or one analyze decoded):
+    ``source`` (a path, a binary file, or a function opening one) is read only for the columns the footer
+    cannot answer for. ``inexact_chunks``: (row group, column) chunks whose bounds are truncated."""
+    return _stats(
+        metadata,
+        source,
+        schema,
+        partition_columns,
+        configuration,
+        protocol,
+        session_time_zone,
+        string_prefix_length,
+        tight_bounds,
+        inexact_chunks,
+    )
 
 
 def stats_from_file(

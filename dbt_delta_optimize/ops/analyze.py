@@ -134,11 +134,28 @@ def _settings(session: Session, snapshot: Snapshot) -> _StatsSettings:
     return _StatsSettings(settings.time_zone, prefix)
 
 
-def _file_stats(snapshot: Snapshot, f: AddFile, settings: _StatsSettings) -> str:
-    from ..inspect.stats import stats_from_file
+def _inexact_chunks(meta: Any) -> frozenset[tuple[int, int]]:
+    """(row group, column) chunks whose min or max the writer marked truncated (arrow-rs does, by length)."""
+    out = set()
+    for r, rg in enumerate(meta.row_groups or ()):
+        for c, chunk in enumerate(rg.columns or ()):
+            st = chunk.meta_data.statistics if chunk.meta_data is not None else None
+            if st is not None and (st.is_min_value_exact is False or st.is_max_value_exact is False):
+                out.add((r, c))
+    return frozenset(out)
 
-    with snapshot.storage.open_input(snapshot.file_path(f.path)) as fh:
-        return stats_from_file(
+
+def _file_stats(snapshot: Snapshot, f: AddFile, settings: _StatsSettings) -> str:
+    """One file's stats: its footer decoded once (exactness flags pyarrow does not expose), its data read
+    only for the columns the footer cannot answer for."""
+    from ..inspect.stats import stats_from_metadata
+    from ..tasks.parquet_footer import pyarrow_metadata, read_footer
+
+    location = snapshot.file_path(f.path)
+    with snapshot.storage.open_input(location) as fh:
+        footer = read_footer(fh, location)
+        return stats_from_metadata(
+            pyarrow_metadata(footer),
             fh,
             snapshot.schema,
             snapshot.partition_columns,
@@ -147,6 +164,7 @@ def _file_stats(snapshot: Snapshot, f: AddFile, settings: _StatsSettings) -> str
             session_time_zone=settings.time_zone,
             string_prefix_length=settings.prefix,
             tight_bounds=f.deletion_vector is None,
+            inexact_chunks=_inexact_chunks(footer.meta),
         )
 
 
