@@ -133,6 +133,13 @@ METRICS = [
         lambda r: r["copy_vs_reencode"],
         0.3,
     ),
+    Metric(
+        "analyze_vs_full_read",
+        "analyze",
+        "analyze --all on >= 1 GB / reading the same files in full with pyarrow",
+        lambda r: r["analyze_vs_full_read"],
+        0.25,
+    ),
 ]
 
 BENCHES: dict[str, list[str]] = {
@@ -141,6 +148,7 @@ BENCHES: dict[str, list[str]] = {
     "cluster": ["cluster_compact.py", "--repeats", "3"],
     "dbt_hook": ["dbt_hook.py", "--repeats", "3"],
     "row_group_copy": ["row_group_copy.py", "--repeats", "3"],
+    "analyze": ["analyze.py", "--repeats", "3"],
 }
 
 
