@@ -145,3 +145,41 @@ def test_truncated_footer_bounds_are_not_trusted(tmp_path):
 
 
 _SCHEMA_S = {"type": "struct", "fields": [{"name": "s", "type": "string", "nullable": True, "metadata": {}}]}
+
+
+def test_health_reports_statistics_coverage(tmp_path):
+    from dbt_delta_optimize.delta.actions import AddFile, Metadata, Protocol
+    from dbt_delta_optimize.delta.snapshot import Snapshot
+    from dbt_delta_optimize.inspect.health import health_report
+    from dbt_delta_optimize.inspect.health_stats import statistics_coverage
+
+    p = str(tmp_path / "t")
+    _table(p)  # dataSkippingNumIndexedCols = 1: only id has stats
+    report = health_report(p).to_dict()["statistics"]
+    assert report["statsColumns"] == ["id"] and report["filesWithoutStats"] == 0 and report["filesIncomplete"] == 0
+    assert report["recommendation"] is None
+
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "note", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+    long_note = {
+        "numRecords": 1,
+        "minValues": {"id": 1, "note": "x" * 32},
+        "maxValues": {"id": 1, "note": "x" * 32 + "\x7f"},
+        "nullCount": {"id": 0, "note": 0, "gone": 0},
+    }
+    files = [AddFile("a", {}, 1, 1, stats=json.dumps(long_note)), AddFile("b", {}, 1, 1)]
+    snap = Snapshot(p, 1, Protocol(1, 2), Metadata("x", json.dumps(schema), ()), tuple(files))
+    st = statistics_coverage(snap)
+    assert st["filesWithoutStats"] == 1 and st["columnsWithoutStats"] == {"id": 1, "note": 1}
+    assert st["staleColumns"] == {"gone": 1} and st["freeTextColumns"] == ["note"]
+    assert st["recommendation"] == f"dbt-delta-optimize analyze {p}"
+    covered = Snapshot(p, 1, Protocol(1, 2), Metadata("x", json.dumps(schema), ()), (files[0],) * 1)
+    padded = {**long_note, "nullCount": {"id": 0, "note": 0, "pad": {f"c{i}": 0 for i in range(300)}}}
+    covered = replace(covered, files=(AddFile("a", {}, 1, 1, stats=json.dumps(padded)),), file_table=None)
+    st = statistics_coverage(covered)
+    assert st["avgStatsBytes"] > 2048 and "dataSkippingStatsColumns' = 'id'" in st["recommendation"]

@@ -27,6 +27,7 @@ __all__ = [
     "Reason",
     "analyze_parameters",
     "coverage",
+    "named_leaves",
     "plan_analyze",
     "required_leaves",
 ]
@@ -95,16 +96,20 @@ def _walk(fields: Sequence[StatsField], prefix: tuple[StatsField, ...] = ()) -> 
         if f.is_struct:
             out.extend(_walk(f.children or (), chain))
         else:
-            logical = ".".join(c.logical_name for c in chain).lower()
+            logical = ".".join(c.logical_name for c in chain)
             out.append((logical, (tuple(c.name for c in chain), f)))
     return out
+
+
+def named_leaves(snapshot: AnalyzeSnapshot) -> list[tuple[str, Leaf]]:
+    """Each stats leaf with its logical dotted name (what ``delta.dataSkippingStatsColumns`` lists)."""
+    return _walk(stats_columns(snapshot.schema, snapshot.partition_columns, snapshot.configuration))
 
 
 def required_leaves(snapshot: AnalyzeSnapshot, columns: Sequence[str] | None = None) -> tuple[Leaf, ...]:
     """The stats leaves (physical path, field) a file's stats must cover; ``columns`` (logical names,
     dotted for nested fields) narrows them, and must name stats columns."""
-    fields = stats_columns(snapshot.schema, snapshot.partition_columns, snapshot.configuration)
-    named = _walk(fields)
+    named = [(name.lower(), leaf) for name, leaf in named_leaves(snapshot)]
     if not columns:
         return tuple(leaf for _, leaf in named)
     out: list[Leaf] = []
