@@ -183,3 +183,30 @@ def test_health_reports_statistics_coverage(tmp_path):
     covered = replace(covered, files=(AddFile("a", {}, 1, 1, stats=json.dumps(padded)),), file_table=None)
     st = statistics_coverage(covered)
     assert st["avgStatsBytes"] > 2048 and "dataSkippingStatsColumns' = 'id'" in st["recommendation"]
+
+
+def test_python_job_runs_analyze(tmp_path):
+    """python/optimize_job.py analyze: the CLI under the session spark-submit would configure, metrics as JSON."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "python"))
+    try:
+        from optimize_job import cli_args
+    finally:
+        sys.path.pop(0)
+    assert cli_args(["analyze", "t", "--all", "-v"]) == ["-v", "analyze", "t", "--all", "--json"]
+    p = str(tmp_path / "t")
+    _table(p)
+    env = {**os.environ, "PYTHONPATH": root}
+    proc = subprocess.run(
+        [sys.executable, os.path.join(root, "python", "optimize_job.py"), "analyze", p, "--all"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["filesUpdated"] == 3 and out["versions"] == [3]
