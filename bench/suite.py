@@ -165,6 +165,13 @@ METRICS = [
         0.3,
         _per_repeat("ours (copy)", "ours (copy off)"),
     ),
+    Metric(
+        "analyze_vs_full_read",
+        "analyze",
+        "analyze --all on >= 1 GB / reading the same files in full with pyarrow",
+        lambda r: r["analyze_vs_full_read"],
+        0.25,
+    ),
 ]
 
 BENCHES: dict[str, list[str]] = {
@@ -173,6 +180,7 @@ BENCHES: dict[str, list[str]] = {
     "cluster": ["cluster_compact.py", "--repeats", "3"],
     "dbt_hook": ["dbt_hook.py", "--repeats", "3"],
     "row_group_copy": ["row_group_copy.py", "--repeats", "3"],
+    "analyze": ["analyze.py", "--repeats", "3"],
 }
 
 

@@ -41,10 +41,13 @@ _LAZY = {
     "read_commits": "delta.snapshot",
     "validate_actions": "inspect.validate",
     "validate_commit": "inspect.validate",
+    "AnalyzeMetrics": "ops.analyze",
+    "analyze": "ops.analyze",
 }
 
 __all__ = [
     "AddFile",
+    "AnalyzeMetrics",
     "AutoCompactResult",
     "CommitResult",
     "DeletionVector",
@@ -61,6 +64,7 @@ __all__ = [
     "Snapshot",
     "Transaction",
     "__version__",
+    "analyze",
     "auto_compact",
     "ensure_write_supported",
     "errors",
@@ -88,6 +92,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine.session import get_spark
     from .inspect.health import HealthReport, health_report
     from .inspect.validate import validate_actions, validate_commit
+    from .ops.analyze import AnalyzeMetrics, analyze
     from .ops.auto_compact import auto_compact
     from .ops.optimize import optimize, plan_optimize
     from .ops.purge import plan_purge, purge

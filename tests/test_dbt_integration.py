@@ -181,3 +181,10 @@ def _purge_through_run_operation(project: DbtProject, spark, n: int) -> None:
     (last, *_) = DeltaTable(dv).history(1)
     assert last["operation"] == "REORG" and str(last["operationParameters"]["applyPurge"]).lower() == "true"
     assert len(same_rows(spark, project, "events_dv")) == n - deleted
+    # run-operation analyze: every file's stats recomputed as delta-spark writes them, one COMPUTE STATS commit
+    out = project("run-operation", "analyze", "--args", "{select: events_dv, all: true}")
+    assert "delta_optimize ddo_it.events_dv: analyze" in out, out
+    (last, *_) = DeltaTable(dv).history(1)
+    assert last["operation"] == "COMPUTE STATS"
+    assert load_snapshot(dv).version == after.version + 1
+    assert len(same_rows(spark, project, "events_dv")) == n - deleted

@@ -134,6 +134,12 @@ def test_run_operations_and_the_log_free_path_over_thrift(project, thrift_server
     assert all(f.deletion_vector is None for f in after.files)
     assert last_commit(thrift_server, "events_dv")["operation"] == "REORG"
     assert len(same_rows(thrift_server, "events_dv")) == n - deleted
+    # analyze has no SQL in open-source Spark: the SQL path says so, and writes nothing
+    version = DeltaTable(dv).version()
+    out = project("run-operation", "analyze", "--args", "{select: events_dv, all: true}")
+    (r,) = project.results()
+    assert r["status"] == "skipped" and "not available over dbt's SQL connection" in r["reason"], r
+    assert "not available over dbt's SQL connection" in out and DeltaTable(dv).version() == version
 
     # With delta_optimize_read_log: false the hook decides from DESCRIBE DETAIL / HISTORY alone.
     project("run", "-s", "events_incremental", "--vars", "{batch: 4, DELTA_OPTIMIZE_SKIP: true}")

@@ -32,6 +32,7 @@ from dbt_delta_optimize.inspect.validate import (
     validate_actions,
     validate_commit,
 )
+from dbt_delta_optimize.inspect.validate_analyze import STATS_CODES
 from dbt_delta_optimize.inspect.validate_row_tracking import ROW_TRACKING_CODES
 
 CLI = click.Group(commands=[validate, health, history])
@@ -472,8 +473,9 @@ def mutated(path: str, case: Case) -> list[dict[str, Any]]:
 def test_every_code_is_covered():
     covered = {c for case in CASES for c in case.codes}
     assert covered <= set(CODES)
-    # row_count_unknown: test_row_count_unknown_without_stats_or_file; row tracking: tests/test_row_tracking.py
-    assert set(CODES) - covered == {"row_count_unknown", *ROW_TRACKING_CODES}
+    # row_count_unknown: test_row_count_unknown_without_stats_or_file; row tracking: tests/test_row_tracking.py;
+    # COMPUTE STATS commits: tests/test_analyze_validate.py
+    assert set(CODES) - covered == {"row_count_unknown", *ROW_TRACKING_CODES, *STATS_CODES}
 
 
 def test_row_count_unknown_without_stats_or_file(ours):

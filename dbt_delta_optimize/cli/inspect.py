@@ -126,6 +126,14 @@ def _print_health(report: dict[str, Any]) -> None:
     click.echo(f"verdict: {verdict['status']}: {verdict['reason']}")
     if verdict["command"]:
         click.echo(f"recommended: {verdict['command']}")
+    st = report.get("statistics")
+    if st:
+        click.echo(
+            f"statistics: {st['filesWithoutStats']} file(s) without stats, {st['filesIncomplete']} not covering "
+            f"the stats columns, {len(st['staleColumns'])} stale column(s), {st['avgStatsBytes']} bytes per file"
+        )
+        if st["recommendation"]:
+            click.echo(f"recommended for statistics: {st['recommendation']}")
     if report.get("compare") is not None:
         click.echo(_state_line(report["compare"], "before: "))
         click.echo(_state_line(report, "after:  "))

@@ -13,6 +13,7 @@ from typing import NoReturn
 import click
 
 from ..process_exit import exit_process, status_of
+from .analyze import analyze_commands
 from .common import (
     EXIT_CODES_HELP,
     BoundaryCommand,
@@ -66,7 +67,7 @@ def jars(as_json: bool) -> None:
         click.echo(",".join(found))
 
 
-for _command in (*optimize_commands, *purge_commands, *inspect_commands, *maintain_commands):
+for _command in (*optimize_commands, *purge_commands, *inspect_commands, *maintain_commands, *analyze_commands):
     cli.add_command(_command)
 
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+from typing import Protocol as TypingProtocol
 
 from dbt.plugins.manager import dbtPlugin
 
@@ -59,8 +60,14 @@ class _Request:
     sql_body: Callable[[SqlConnection, dict[str, Any], str, str | None, OperationArgs], None]
     settings: Any = None  #: run-operation's ``settings`` argument (OPTIMIZE settings)
     meta: Any = None  #: the selected model's ``meta.delta_optimize``
-    #: which operation's settings the record names (``ops.effective``)
-    settings_kind: SettingsKind = "optimize"
+    #: which operation's settings the record names (``ops.effective``); None: it takes no OPTIMIZE settings
+    settings_kind: SettingsKind | None = "optimize"
+
+
+class _Summarized(TypingProtocol):
+    """What a dry run records: an OptimizePlan, or analyze's metrics."""
+
+    def summary(self) -> dict[str, Any]: ...
 
 
 RESULTS_FILE = target_files.RESULTS_FILE
@@ -87,7 +94,7 @@ def _plan_or_run(
     handle: Table,
     args: OperationArgs,
     record: dict[str, Any],
-    plan: Callable[[Spark, Table, OperationArgs], OptimizePlan],
+    plan: Callable[[Spark, Table, OperationArgs], _Summarized],
     run: Callable[[Spark, Table, OperationArgs, dict[str, Any]], bool],
 ) -> None:
     if args.dry_run:
@@ -283,13 +290,69 @@ class Bridge:
         request = _Request("purge", table, raw, model, file_format, sql_hooks.run_purge, settings, meta, "purge")
         return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
 
+    def run_analyze(
+        self,
+        table: str,
+        *,
+        columns: Any = None,
+        all: Any = False,
+        where: Any = None,
+        dry_run: Any = False,
+        model: str | None = None,
+        file_format: str | None = None,
+        invocation_id: str | None = None,
+        target_path: str | None = None,
+        storage_options: Any = None,
+        spark_target: Any = None,
+    ) -> dict[str, Any]:
+        """``dbt run-operation analyze`` body for one table: per-file statistics as delta-spark writes them.
+
+        Over dbt's SQL connection (thrift, http, odbc) it is not available: open-source Spark has no SQL
+        for it; the record says so (logged once per invocation).
+        """
+        from ..errors import InvalidArgumentError
+        from ..ops.analyze import AnalyzeMetrics, analyze
+
+        if all not in (True, False):
+            raise InvalidArgumentError(f"dbt_delta_optimize.analyze: all must be true or false, got {all!r}.")
+
+        def metrics(spark: Spark, handle: Table, args: OperationArgs, dry: bool) -> AnalyzeMetrics:
+            return analyze(spark(), handle, columns=columns, all=all is True, where=list(args.where), dry_run=dry)
+
+        def plan(spark: Spark, handle: Table, args: OperationArgs) -> _Summarized:
+            return metrics(spark, handle, args, True)
+
+        def run(spark: Spark, handle: Table, args: OperationArgs, record: dict[str, Any]) -> bool:
+            m = metrics(spark, handle, args, False)
+            record.update(decision="analyze", status="analyzed" if m.versions else "nothingToDo", analyze=m.to_dict())
+            if m.failed:
+                record["error"] = f"{len(m.failed)} file(s) failed: {m.failed[0].path}: {m.failed[0].error}"
+            return bool(m.versions)
+
+        def over_sql(
+            conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, args: OperationArgs
+        ) -> None:
+            with self._lock:
+                quiet = f"analyze:{invocation_id}" in self._told
+                self._told.add(f"analyze:{invocation_id}")
+            reason = (
+                "analyze is not available over dbt's SQL connection (thrift, http, odbc): open-source Spark has no "
+                "SQL command that computes Delta statistics. Run `dbt-delta-optimize analyze TABLE`, or use the "
+                "session or Spark Connect method."
+            )
+            record.update(decision="skipped", status="skipped", reason=reason, quiet=quiet)
+
+        raw = (where, None, dry_run, storage_options)
+        request = _Request("analyze", table, raw, model, file_format, over_sql, settings_kind=None)
+        return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
+
     def _table_operation(
         self,
         request: _Request,
         invocation_id: str | None,
         target_path: str | None,
         spark_target: Any,
-        plan: Callable[[Spark, Table, OperationArgs], OptimizePlan],
+        plan: Callable[[Spark, Table, OperationArgs], _Summarized],
         run: Callable[[Spark, Table, OperationArgs, dict[str, Any]], bool],
     ) -> dict[str, Any]:
         """One ``run-operation`` on one table: arguments checked, table opened once, then ``plan`` or ``run``.
@@ -312,7 +375,8 @@ class Bridge:
                 spark = functools.cache(target.session)
                 handle = open_delta(record, request.table, request.file_format, args.storage_options, spark)
                 if handle is not None:
-                    record["settings"] = _operation_settings(request.settings_kind, spark, args)
+                    if request.settings_kind is not None:
+                        record["settings"] = _operation_settings(request.settings_kind, spark, args)
                     _plan_or_run(spark, handle, args, record, plan, run)
         except Exception as exc:
             _failed(record, exc)
@@ -347,6 +411,7 @@ class Bridge:
             "run_operation": self.run_operation,
             "run_purge": self.run_purge,
             "run_maintain": run_maintain,
+            "run_analyze": self.run_analyze,
         }
 
 

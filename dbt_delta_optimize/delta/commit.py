@@ -194,8 +194,14 @@ class Transaction:
         operation: str,
         parameters: Mapping[str, Any],
         metrics: Mapping[str, Any] | None = None,
+        *,
+        fresh_row_ids: bool = True,
     ) -> CommitResult:
-        """Write actions as the next version; rebase over safe winners; raise on conflicts."""
+        """Write actions as the next version; rebase over safe winners; raise on conflicts.
+
+        ``fresh_row_ids=False``: the adds are live files re-added with new metadata only (COMPUTE STATS,
+        delta-spark's in-place file metadata update), so they keep their baseRowId and commit version.
+        """
         if self._committed:
             raise CommitFailedError("This transaction has already committed; start a new one.")
         root = self.snapshot.location
@@ -213,7 +219,7 @@ class Transaction:
             txn_id=str(uuid.uuid4()),
             tags=self.row_tracking.commit_tags(),
         )
-        assigns = self.row_tracking.assigns and bool(adds)
+        assigns = self.row_tracking.assigns and bool(adds) and fresh_row_ids
         mark = high_water_mark(self.snapshot.domains) if assigns else MISSING_HIGH_WATER_MARK
         previous = self._previous_timestamp(self.read_version, None)
         domains = (ROW_TRACKING_DOMAIN,) if assigns else ()

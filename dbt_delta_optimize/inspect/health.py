@@ -359,6 +359,7 @@ def health_report(
     from ..plan.autocompact import auto_compact_enabled, plan_auto_compact
     from ..plan.builder import build_plan
     from ..plan.predicate import select_partitions
+    from .health_stats import statistics_coverage
     from .history import last_operation
 
     th, config = _resolve(
@@ -405,6 +406,7 @@ def health_report(
         optimize=plan,
         auto_compact=auto,
         compare=compare,
+        statistics=statistics_coverage(snapshot),
     )
 
 

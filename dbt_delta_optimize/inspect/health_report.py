@@ -90,6 +90,8 @@ class HealthReport:
     optimize: Mapping[str, Any]
     auto_compact: Mapping[str, Any]
     compare: Mapping[str, Any] | None = None
+    #: statistics coverage (``health_stats``): files and columns without stats, stale and costly stats
+    statistics: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``--json``): the layout keys plus thresholds, plans, verdict and protocol."""
@@ -106,5 +108,6 @@ class HealthReport:
             optimizeSource="plan_optimize",
             autoCompact=copy.deepcopy(dict(self.auto_compact)),
             compare=copy.deepcopy(dict(self.compare)) if self.compare is not None else None,
+            statistics=copy.deepcopy(dict(self.statistics)) if self.statistics is not None else None,
         )
         return out

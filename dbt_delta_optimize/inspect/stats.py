@@ -126,8 +126,9 @@ def _render(
     *,
     prefix: int,
     time_zone: str,
-    tight_bounds: bool,
+    tight_bounds: bool | None,
 ) -> str:
+    """``tight_bounds`` None: no ``tightBounds`` key (a table without deletion vectors)."""
     r = _Renderer({leaf.path: leaf for leaf in leaves}, prefix, time_zone)
     out = [f'"numRecords":{num_rows}']
     if any(r.has_bounds(f, (f.name,)) for f in fields):
@@ -135,8 +136,8 @@ def _render(
         out.append(f'"maxValues":{r.obj(fields, (), "max")}')
     if any(f.has_leaf_below for f in fields):
         out.append(f'"nullCount":{r.obj(fields, (), "null")}')
-    if tight_bounds:
-        out.append('"tightBounds":true')
+    if tight_bounds is not None:
+        out.append(f'"tightBounds":{"true" if tight_bounds else "false"}')
     return "{" + ",".join(out) + "}"
 
 
@@ -149,12 +150,14 @@ def _stats(
     protocol: Protocol | None,
     session_time_zone: str,
     string_prefix_length: int | None,
+    tight_bounds: bool = True,
+    inexact: frozenset[tuple[int, int]] = frozenset(),
 ) -> str:
     fields = stats_columns(schema, partition_columns, configuration)
     prefix = (
         string_prefix_length if string_prefix_length is not None else configured_string_prefix_length(configuration)
     )
-    num_rows, leaves = collect_leaf_stats(metadata, fields)
+    num_rows, leaves = collect_leaf_stats(metadata, fields, inexact)
     if path is not None:
         fill_from_data(path, metadata, leaves)
     return _render(
@@ -163,7 +166,7 @@ def _stats(
         leaves,
         prefix=prefix,
         time_zone=session_time_zone,
-        tight_bounds=has_tight_bounds(protocol, configuration),
+        tight_bounds=tight_bounds if has_tight_bounds(protocol, configuration) else None,
     )
 
 
@@ -198,10 +201,25 @@ def stats_from_metadata(
     *,
     protocol: Protocol | None = None,
     session_time_zone: str = "UTC",
+    string_prefix_length: int | None = None,
+    tight_bounds: bool = True,
+    inexact_chunks: frozenset[tuple[int, int]] = frozenset(),
 ) -> str:
-    """``stats_from_file`` for a file whose footer is at hand (the writer's own): ``source`` (a path, a
-    binary file, or a function opening one) is read only for the columns the footer cannot answer for."""
-    return _stats(metadata, source, schema, partition_columns, configuration, protocol, session_time_zone, None)
+    """``stats_from_file`` for a file whose footer is at hand (the writer's own, or one analyze decoded):
+    ``source`` (a path, a binary file, or a function opening one) is read only for the columns the footer
+    cannot answer for. ``inexact_chunks``: (row group, column) chunks whose bounds are truncated."""
+    return _stats(
+        metadata,
+        source,
+        schema,
+        partition_columns,
+        configuration,
+        protocol,
+        session_time_zone,
+        string_prefix_length,
+        tight_bounds,
+        inexact_chunks,
+    )
 
 
 def stats_from_file(
@@ -214,10 +232,15 @@ def stats_from_file(
     session_time_zone: str = "UTC",
     string_prefix_length: int | None = None,
     read_data: bool = True,
+    tight_bounds: bool = True,
 ) -> str:
     """Stats JSON for a Parquet file (a local path or an open binary file): its footer, plus (``read_data``)
     the data of only those columns the footer cannot answer for (INT96 timestamps, oversized strings, null
-    arrays/maps)."""
+    arrays/maps).
+
+    ``tight_bounds=False`` (on a table with deletion vectors) records the physical file's stats as wide
+    bounds, as delta-spark does for a file with a deletion vector (``updateStatsToWideBounds``): the
+    bounds and null counts are of every row in the file, deleted ones included."""
     import pyarrow.parquet as pq
 
     metadata = pq.read_metadata(path)
@@ -230,4 +253,5 @@ def stats_from_file(
         protocol,
         session_time_zone,
         string_prefix_length,
+        tight_bounds,
     )

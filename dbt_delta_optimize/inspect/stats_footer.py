@@ -214,6 +214,8 @@ class _Footer:
     legacy: bool
     nan_in_bounds: bool
     row_groups: list[Any]
+    #: (row group, column) chunks whose min or max the writer marked inexact (truncated): never trusted
+    inexact: frozenset[tuple[int, int]] = frozenset()
 
 
 def _group_null_count(footer: _Footer, target: tuple[str, ...]) -> int | None:
@@ -245,8 +247,10 @@ def _chunk_bounds(footer: _Footer, col_idx: int, t: str) -> tuple[Any, Any, list
     lo: Any = None
     hi: Any = None
     rg_bounds: list[tuple[Any, Any]] = []
-    for rg in footer.row_groups:
+    for rg_idx, rg in enumerate(footer.row_groups):
         st = rg.column(col_idx).statistics
+        if (rg_idx, col_idx) in footer.inexact and rg.num_rows:
+            return None  # a truncated bound (is_min/max_value_exact false): the data must tell
         if st is not None and st.has_min_max:
             try:
                 a = _decode_raw(st.min_raw, col_schema, t, footer.legacy)
@@ -281,8 +285,13 @@ def _fill_leaf(leaf: LeafStats, footer: _Footer, col_idx: int) -> None:
     leaf.all_null = lo is None
 
 
-def collect_leaf_stats(metadata: pq.FileMetaData, fields: Sequence[StatsField]) -> tuple[int, list[LeafStats]]:
-    """Footer pass: numRecords and whatever each stats leaf's column chunks tell."""
+def collect_leaf_stats(
+    metadata: pq.FileMetaData,
+    fields: Sequence[StatsField],
+    inexact: frozenset[tuple[int, int]] = frozenset(),
+) -> tuple[int, list[LeafStats]]:
+    """Footer pass: numRecords and whatever each stats leaf's column chunks tell; ``inexact``: the
+    (row group, column) chunks whose bounds the writer marked truncated (pyarrow does not say)."""
     num_rows = int(metadata.num_rows)
     footer = _Footer(
         metadata,
@@ -292,6 +301,7 @@ def collect_leaf_stats(metadata: pq.FileMetaData, fields: Sequence[StatsField]) 
         # parquet-cpp (pyarrow) and others leave NaN out, so their max may hide a NaN: never trust it.
         (metadata.created_by or "").startswith(NAN_AWARE_WRITERS),
         [metadata.row_group(i) for i in range(metadata.num_row_groups)],
+        inexact,
     )
     out: list[LeafStats] = []
     for path, f in stats_leaves(fields):

@@ -46,6 +46,7 @@ from ..plan.operation import REARRANGING_OPERATIONS as _REARRANGING
 from .findings import Finding, ValidationReport
 from .live_files import LiveFiles, norm_path
 from .validate_actions import check_actions
+from .validate_analyze import COMPUTE_STATS, STATS_CODES, check_stats_actions, check_stats_commit_info
 from .validate_commit_info import DELTA_RS, DELTA_SPARK, OTHER, OURS, check_commit_info, commit_engine
 from .validate_row_tracking import ROW_TRACKING_CODES, check_row_tracking
 
@@ -95,6 +96,7 @@ CODES = (
     "commit_info_malformed",
     "metrics_mismatch",
     *ROW_TRACKING_CODES,
+    *STATS_CODES,
 )
 
 
@@ -244,6 +246,37 @@ def _removed_sizes(removes: Sequence[RemoveFile], files: LiveFiles, root: str) -
     ]
 
 
+def _stats_report(
+    root: str,
+    version: int,
+    info: Any,
+    adds: Sequence[AddFile],
+    removes: Sequence[RemoveFile],
+    before: Snapshot,
+    findings: list[Finding],
+    storage: Storage,
+    check_footers: bool,
+    live: LiveFiles | None,
+) -> ValidationReport:
+    """A landed COMPUTE STATS commit: its actions against V-1 (``validate_analyze``) and its commitInfo."""
+    live = live if live is not None and live.snapshot is before else LiveFiles(before)
+    check_stats_actions(before, adds, removes, findings, storage=storage, live=live, check_footers=check_footers)
+    findings.extend(check_stats_commit_info(info))
+    return ValidationReport(
+        table=root,
+        version=version,
+        operation=COMPUTE_STATS,
+        ok=not findings,
+        findings=tuple(findings),
+        adds=len(adds),
+        removes=len(removes),
+        rows_added=None,
+        rows_removed=None,
+        engine=commit_engine(info) if info is not None else None,
+        read_version=info.get("readVersion") if isinstance(info, Mapping) else None,
+    )
+
+
 def validate_commit(
     table: str,
     version: int | None = None,
@@ -254,7 +287,8 @@ def validate_commit(
     live: LiveFiles | None = None,
     checked: CheckedActions | None = None,
 ) -> ValidationReport:
-    """Validate a landed data-rearranging commit against version - 1 (default: the latest OPTIMIZE/REORG).
+    """Validate a landed data-rearranging commit against version - 1 (default: the latest OPTIMIZE/REORG);
+    a COMPUTE STATS commit (delta-spark's stats recompute, our ``analyze``) is checked as one.
 
     ``before``: the table at version - 1 when the caller has it (the writer of the commit), so the log
     is not replayed again; ``live``: its live files, already looked up by the caller's own check;
@@ -277,6 +311,9 @@ def validate_commit(
     findings: list[Finding] = []
     info = next((a[COMMIT_INFO] for a in raw if COMMIT_INFO in a), None)
     adds, removes = _parse_actions(raw, findings)
+    if _operation(raw) == COMPUTE_STATS and version > 0:
+        before = before if before is not None else load_snapshot(root, version - 1, storage=storage)
+        return _stats_report(root, version, info, adds, removes, before, findings, storage, check_footers, live)
     _check_is_rearranging(table, version, info, adds, removes, findings)
     if before is None and version > 0:
         before = load_snapshot(root, version - 1, storage=storage)

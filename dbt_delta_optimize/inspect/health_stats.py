@@ -1,0 +1,94 @@
+"""Statistics coverage for the health report: which files and columns lack the stats data skipping needs,
+which stats are stale after a change of the stats columns, and which cost log bytes for little use.
+
+Files lacking stats for the table's stats columns are what ``analyze`` fixes (the same rule as its plan,
+``plan.analyze.coverage``). Stats of a column no longer among the stats columns (stale) are harmless but
+bloat the log; a string column whose max is cut at the prefix in most files (long free text) prunes
+little, and dropping it from ``delta.dataSkippingStatsColumns`` shrinks every later add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..delta.actions import parse_stats
+from ..delta.stats_schema import STATS_COLUMNS_KEY, configured_string_prefix_length
+from ..plan.analyze import coverage, named_leaves
+
+if TYPE_CHECKING:
+    from ..delta.snapshot import Snapshot
+
+__all__ = ["LARGE_STATS_BYTES", "statistics_coverage"]
+
+#: Stats bytes per file above which dropping useless stats columns is recommended.
+LARGE_STATS_BYTES = 2048
+#: Share of files whose string max is truncated for the column to count as free text.
+FREE_TEXT_SHARE = 0.5
+
+
+def _leaf_paths(tree: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    if not isinstance(tree, Mapping):
+        return {prefix} if prefix else set()
+    out: set[tuple[str, ...]] = set()
+    for k, v in tree.items():
+        out |= _leaf_paths(v, (*prefix, str(k)))
+    return out
+
+
+def _value(tree: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        tree = tree.get(name) if isinstance(tree, Mapping) else None
+    return tree
+
+
+def _recommendation(table: str, out: Mapping[str, Any], keep: list[str]) -> str | None:
+    if out["filesWithoutStats"] or out["filesIncomplete"]:
+        return f"dbt-delta-optimize analyze {table}"
+    if out["avgStatsBytes"] > LARGE_STATS_BYTES and out["freeTextColumns"]:
+        return f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES ('{STATS_COLUMNS_KEY}' = '{','.join(keep)}')"
+    return None
+
+
+def statistics_coverage(snapshot: Snapshot) -> dict[str, Any]:
+    """Coverage of the live files' stats against the table's stats columns, and what to do about it."""
+    named = named_leaves(snapshot)
+    leaves = [leaf for _, leaf in named]
+    wanted = {p for p, _ in leaves}
+    prefix = configured_string_prefix_length(snapshot.configuration)
+    stats = snapshot.file_table.column("stats").to_pylist() if len(snapshot.file_table) else []
+    missing = incomplete = stats_bytes = 0
+    lacking: dict[tuple[str, ...], int] = {}
+    stale: dict[tuple[str, ...], int] = {}
+    truncated: dict[tuple[str, ...], int] = {}
+    for raw in stats:
+        stats_bytes += len(raw or "")
+        reason = coverage(raw, leaves)
+        missing += reason == "missing"
+        incomplete += reason == "incomplete"
+        parsed = parse_stats(raw) or {}
+        have = _leaf_paths(parsed.get("nullCount"))
+        for p in wanted - have:
+            lacking[p] = lacking.get(p, 0) + 1
+        for p in have - wanted:
+            stale[p] = stale.get(p, 0) + 1
+        for p, f in leaves:
+            hi = _value(parsed.get("maxValues"), p)
+            if f.type == "string" and isinstance(hi, str) and len(hi) > prefix:  # the tie-breaker was appended
+                truncated[p] = truncated.get(p, 0) + 1
+    n = len(stats)
+    free_text = sorted(".".join(p) for p, c in truncated.items() if n and c / n >= FREE_TEXT_SHARE)
+    out: dict[str, Any] = {
+        "numFiles": n,
+        "statsColumns": [".".join(p) for p, _ in leaves],
+        "filesWithoutStats": missing,
+        "filesIncomplete": incomplete,
+        "columnsWithoutStats": {".".join(p): c for p, c in sorted(lacking.items())},
+        "staleColumns": {".".join(p): c for p, c in sorted(stale.items())},
+        "freeTextColumns": free_text,
+        "statsBytes": stats_bytes,
+        "avgStatsBytes": stats_bytes // n if n else 0,
+    }
+    keep = [name for name, (p, _) in named if ".".join(p) not in free_text]
+    out["recommendation"] = _recommendation(snapshot.location, out, keep)
+    return out
