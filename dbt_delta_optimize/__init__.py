@@ -39,6 +39,8 @@ _LAZY = {
     "read_commits": "delta.snapshot",
     "validate_actions": "inspect.validate",
     "validate_commit": "inspect.validate",
+    "VacuumMetrics": "ops.vacuum",
+    "vacuum": "ops.vacuum",
 }
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "RemoveFile",
     "Snapshot",
     "Transaction",
+    "VacuumMetrics",
     "__version__",
     "auto_compact",
     "ensure_write_supported",
@@ -70,6 +73,7 @@ __all__ = [
     "plan_purge",
     "purge",
     "read_commits",
+    "vacuum",
     "validate_actions",
     "validate_commit",
 ]
@@ -87,6 +91,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ops.auto_compact import auto_compact
     from .ops.optimize import optimize, plan_optimize
     from .ops.purge import plan_purge, purge
+    from .ops.vacuum import VacuumMetrics, vacuum
     from .options import OptimizeOptions, options_table_markdown
     from .plan.autocompact import AutoCompactResult
     from .plan.config import OptimizeConfig

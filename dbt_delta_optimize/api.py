@@ -12,6 +12,17 @@ from .ops.auto_compact import auto_compact
 from .ops.optimize import optimize, plan_optimize
 from .ops.pipeline import active_conf
 from .ops.purge import plan_purge, purge
+from .ops.vacuum import VacuumMetrics, vacuum
 from .options import OptimizeOptions
 
-__all__ = ["OptimizeOptions", "active_conf", "auto_compact", "optimize", "plan_optimize", "plan_purge", "purge"]
+__all__ = [
+    "OptimizeOptions",
+    "VacuumMetrics",
+    "active_conf",
+    "auto_compact",
+    "optimize",
+    "plan_optimize",
+    "plan_purge",
+    "purge",
+    "vacuum",
+]

@@ -22,6 +22,7 @@ __all__ = [
     "OPTIMIZE_OPTIONS",
     "PREFIX",
     "PURGE_FIXED",
+    "VACUUM_OPTIONS",
     "ConfGetter",
     "GiB",
     "Kind",
@@ -394,6 +395,29 @@ AUTO_COMPACT_OPTIONS: tuple[Option, ...] = (
 )
 
 
+#: VACUUM's settings (the retention and the mode are the command's arguments, as in ``VACUUM ... RETAIN n HOURS``).
+VACUUM_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "allow_short_retention",
+        "flag",
+        OURS + "vacuum.allowShortRetention",
+        False,
+        "Allow a retention shorter than the table's delta.deletedFileRetentionDuration (delta-spark: "
+        "spark.databricks.delta.retentionDurationCheck.enabled=false).",
+        meta=False,
+    ),
+    Option(
+        "vacuum_logging",
+        "flag",
+        PREFIX + "vacuum.logging.enabled",
+        None,
+        "Record VACUUM START and VACUUM END commits in the table's history.",
+        unset="as delta-spark: on for local, Azure, GCS paths; off for S3",
+        meta=False,
+    ),
+)
+
+
 def resolve_values(
     options: Sequence[Option], get_conf: ConfGetter | None, overrides: Mapping[str, Any] | None, *, what: str
 ) -> dict[str, Any]:
@@ -477,5 +501,9 @@ def options_table_markdown() -> str:
         "**Auto compaction** (in a model, `min_file_size` and `max_file_size` are these in `mode: auto`)",
         "",
         *_table(AUTO_COMPACT_OPTIONS, cli_command="auto-compact"),
+        "",
+        "**VACUUM** (`--retain` and `--mode` are arguments, as delta-spark's `RETAIN n HOURS` and `LITE`)",
+        "",
+        *_table(VACUUM_OPTIONS, cli_command="vacuum"),
     ]
     return "\n".join(lines) + "\n"

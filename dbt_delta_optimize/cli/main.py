@@ -25,6 +25,7 @@ from .format import echo_json
 from .inspect import inspect_commands
 from .optimize import optimize_commands
 from .purge import purge_commands
+from .vacuum import vacuum_commands
 
 __all__ = ["cli", "main"]
 
@@ -65,7 +66,7 @@ def jars(as_json: bool) -> None:
         click.echo(",".join(found))
 
 
-for _command in (*optimize_commands, *purge_commands, *inspect_commands):
+for _command in (*optimize_commands, *purge_commands, *inspect_commands, *vacuum_commands):
     cli.add_command(_command)
 
 
