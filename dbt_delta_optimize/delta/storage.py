@@ -125,11 +125,18 @@ def _scan_local(base: str, rel: str, skip: Callable[[str], bool]) -> Iterator[Li
 
 
 def _unlink_all(paths: Sequence[str]) -> int:
+    """Unlink files, and each one's Hadoop checksum sidecar (``.name.crc``), as Hadoop's local file system
+    deletes both: a sidecar without its file is debris."""
     n = 0
     for p in paths:
         try:
             os.unlink(p)
             n += 1
+        except FileNotFoundError:
+            continue
+        head, name = os.path.split(p)
+        try:
+            os.unlink(os.path.join(head, f".{name}.crc"))
         except FileNotFoundError:
             pass
     return n
