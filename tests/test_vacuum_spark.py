@@ -95,7 +95,7 @@ def test_same_files_left_as_delta_spark(spark, table, tmp_path, mode, clause, re
     _spark_vacuum(spark, a, clause)
     metrics = vacuum(spark, b, retain=retain, mode=mode, allow_short_retention=True)
     assert _files(b) == _files(a)
-    assert metrics.files_deleted == len({f for f in before - _files(b) if not f.endswith('.crc')}) > 0
+    assert metrics.files_deleted == len({f for f in before - _files(b) if not f.endswith(".crc")}) > 0
     assert _rows(spark, b) == _rows(spark, a)
     # hidden files and the log are never touched
     assert {".hidden", "_hidden/x.parquet", "_p=a/.hidden.crc"} <= _files(b)
@@ -148,7 +148,7 @@ def test_lite_after_a_pruned_log_refuses_like_delta_spark_then_works_after_a_ful
         dt.create_checkpoint()
         for v in range(dt.version()):  # what log cleanup leaves: a checkpoint, no earlier commits
             os.remove(os.path.join(path, "_delta_log", f"{v:020d}.json"))
-    with pytest.raises(Exception, match="DELTA_CANNOT_VACUUM_LITE|VACUUM FULL"):
+    with pytest.raises(Exception, match=r"DELTA_CANNOT_VACUUM_LITE|VACUUM FULL"):
         _spark_vacuum(spark, a, "LITE RETAIN 0 HOURS")
     before = _files(b)
     with pytest.raises(InvalidArgumentError, match="Please run VACUUM FULL"):
