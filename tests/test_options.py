@@ -19,8 +19,8 @@ from dbt_delta_optimize.ops.arguments import settings_of
 from dbt_delta_optimize.options import (
     AUTO_COMPACT_OPTIONS,
     OPTIMIZE_OPTIONS,
-    VACUUM_OPTIONS,
     PURGE_FIXED,
+    VACUUM_OPTIONS,
     OptimizeOptions,
     options_table_markdown,
 )
