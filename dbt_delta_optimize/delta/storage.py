@@ -125,18 +125,11 @@ def _scan_local(base: str, rel: str, skip: Callable[[str], bool]) -> Iterator[Li
 
 
 def _unlink_all(paths: Sequence[str]) -> int:
-    """Unlink files, and each one's Hadoop checksum sidecar (``.name.crc``), as Hadoop's local file system
-    deletes both: a sidecar without its file is debris."""
     n = 0
     for p in paths:
         try:
             os.unlink(p)
             n += 1
-        except FileNotFoundError:
-            continue
-        head, name = os.path.split(p)
-        try:
-            os.unlink(os.path.join(head, f".{name}.crc"))
         except FileNotFoundError:
             pass
     return n
@@ -245,14 +238,8 @@ class LocalStorage:
         yield from merged([partial(_scan_local, base, d, skip) for d in dirs], threads=4)
 
     def delete_many(self, paths: Sequence[str]) -> int:
-        from concurrent.futures import ThreadPoolExecutor
-
-        locals_ = [local_path(p) for p in paths]
-        if len(locals_) < 2000:
-            return _unlink_all(locals_)
-        chunks = [locals_[i : i + 1000] for i in range(0, len(locals_), 1000)]
-        with ThreadPoolExecutor(4) as pool:
-            return sum(pool.map(_unlink_all, chunks))
+        # One thread: unlinks in one folder serialize on its lock in the kernel, so threads only add overhead.
+        return _unlink_all([local_path(p) for p in paths])
 
     def remove_empty_dir(self, path: str) -> bool:
         try:

@@ -12,6 +12,7 @@ in delta-spark's format, after a full run too: lite mode then works again from t
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,14 +22,14 @@ from urllib.parse import urlparse
 from ..delta.commit import Transaction
 from ..delta.log import list_log
 from ..delta.protocol import ensure_write_supported
-from ..delta.storage import Storage, join
+from ..delta.storage import LocalStorage, Storage, join
 from ..delta.vacuum_log import (
     added_since,
     commit_timestamps,
     live_files,
     range_files,
     read_last_vacuum,
-    tombstones,
+    read_state,
     write_last_vacuum,
 )
 from ..errors import InvalidArgumentError, InvalidConfigError
@@ -47,8 +48,9 @@ from ..plan.vacuum import (
     relative_path,
     retention_problem,
 )
-from .pipeline import Session
-from .table import Table, open_table
+from .arguments import check_table
+from .pipeline import Session, Target
+from .table import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -166,7 +168,11 @@ def _lite_plan(table: Table, protected: set[str], delete_before: int) -> tuple[V
         return VacuumPlan(), outside
     start, end = found
     files = range_files(storage, root, start, end)
-    return plan_lite(root, files, protected=protected, delete_before=delete_before, start=start, end=end), outside
+    local = isinstance(storage, LocalStorage)  # Hadoop's local file system leaves `.name.crc` sidecars
+    plan = plan_lite(
+        root, files, protected=protected, delete_before=delete_before, start=start, end=end, sidecars=local
+    )
+    return plan, outside
 
 
 def _outside(snapshot: Snapshot, delete_before: int) -> int | None:
@@ -184,7 +190,8 @@ def _outside(snapshot: Snapshot, delete_before: int) -> int | None:
 def _full_plan(table: Table, protected: set[str], delete_before: int, expired: list[str]) -> VacuumPlan:
     snapshot = table.snapshot
     columns = snapshot.partition_columns
-    listing = table.storage.walk(table.location, lambda name: is_hidden(name, columns))
+    # hidden names are not entered, but `.name.crc` sidecars are seen (deleted with their files)
+    listing = table.storage.walk(table.location, lambda name: is_hidden(name, columns) and not name.endswith(".crc"))
     return plan_vacuum(
         table.location,
         listing,
@@ -210,8 +217,22 @@ def _delete(storage: Storage, root: str, plan: VacuumPlan, progress: Progress | 
         deleted += storage.delete_many(paths[i : i + BATCH])
         if progress is not None:
             progress(min(i + BATCH, len(paths)), len(paths))
+    if plan.sidecars:
+        storage.delete_many([join(root, s) for s in plan.sidecars])
     folders = sum(1 for d in plan.folders if storage.remove_empty_dir(join(root, d)))
     return deleted, folders
+
+
+def _open(name: str, storage_options: Mapping[str, str] | None, session: Session) -> Table:
+    """The table with its protocol and metadata only: the live files come from ``read_state``."""
+    from ..delta.snapshot import load_log_snapshot
+    from ..delta.storage import storage_for, table_uri
+
+    name = check_table(name)
+    # A path with a slash is a path (engine.session.is_path): no need to import the Spark side to say so.
+    location = name if "/" in name else Target(name, storage_options).location(session)
+    storage = storage_for(table_uri(location), storage_options)
+    return Table(name, location, storage_options, load_log_snapshot(location, storage=storage))
 
 
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
@@ -241,8 +262,9 @@ def vacuum(
     retain_ms = _retain_ms(retain)
     session = Session(spark)
     overrides = {"allow_short_retention": allow_short_retention, "vacuum_logging": vacuum_logging}
-    settings = resolve_values(VACUUM_OPTIONS, session.conf(), overrides, what="vacuum")
-    opened = open_table(table, spark=spark, storage_options=storage_options, session=session)
+    no_spark = spark is None and "pyspark" not in sys.modules  # no session to read (and no Spark import)
+    settings = resolve_values(VACUUM_OPTIONS, None if no_spark else session.conf(), overrides, what="vacuum")
+    opened = table if isinstance(table, Table) else _open(table, storage_options, session)
     snapshot = opened.snapshot
     ensure_write_supported(snapshot.protocol, snapshot.metadata, table=opened.name)
     table_ms = _table_retention_ms(snapshot)
@@ -252,8 +274,12 @@ def vacuum(
     retention = table_ms if retain_ms is None else retain_ms
     delete_before = int(time.time() * 1000) - retention
 
-    dead = tombstones(opened.storage, opened.location, snapshot.version, list_log(opened.storage, opened.location))
-    protected = protected_paths(opened.location, live_files(snapshot.file_table.adds), dead, delete_before)
+    live, dead = read_state(
+        opened.storage, opened.location, snapshot.version, list_log(opened.storage, opened.location)
+    )
+    if isinstance(table, Table):  # deltalake's replay is there already: keep what either one calls live
+        live.extend(live_files(snapshot.file_table.adds))
+    protected = protected_paths(opened.location, live, dead, delete_before)
     if mode == "lite":
         plan, outside = _lite_plan(opened, protected, delete_before)
     else:

@@ -69,6 +69,9 @@ class VacuumPlan:
 
     files: tuple[Candidate, ...] = ()
     folders: tuple[str, ...] = ()
+    #: Hadoop checksum sidecars (``.name.crc``) of deleted files, deleted with them as Hadoop's local file
+    #: system does (not counted: hidden files delta-spark's listing does not see either)
+    sidecars: tuple[str, ...] = ()
     files_listed: int = 0
     folders_listed: int = 0
     eligible_start_version: int | None = None
@@ -85,6 +88,7 @@ class VacuumPlan:
         return VacuumPlan(
             tuple(c for c in self.files if c.path not in drop),
             tuple(d for d in self.folders if d not in keep_dirs),
+            tuple(s for s in self.sidecars if _crc_of(s) not in drop),
             self.files_listed,
             self.folders_listed,
             self.eligible_start_version,
@@ -201,6 +205,18 @@ def relative_path(log_path: str, root: str) -> str | None:
     return None if rel.startswith("..") else rel
 
 
+def _crc_of(sidecar: str) -> str:
+    """The file a ``.name.crc`` sidecar belongs to."""
+    folder, _, name = sidecar.rpartition("/")
+    base = name[1:-4]
+    return f"{folder}/{base}" if folder else base
+
+
+def _crc_for(path: str) -> str:
+    folder, _, name = path.rpartition("/")
+    return f"{folder}/.{name}.crc" if folder else f".{name}.crc"
+
+
 def _parents(path: str) -> Iterable[str]:
     parent = posixpath.dirname(path)
     while parent:
@@ -274,9 +290,20 @@ def plan_vacuum(
     files: list[Candidate] = []
     folders = _Folders()
     n_files = n_dirs = 0
+    crcs: list[str] = []
+    visible: dict[str, bool] = {"": True}  # folder -> no hidden name on its path (one check per folder)
     for entry in listing:
-        parts = entry.path.split("/")
-        if any(is_hidden(p, partition_columns, iceberg=iceberg) for p in parts):
+        folder, _, name = entry.path.rpartition("/")
+        shown = visible.get(folder)
+        if shown is None:
+            shown = visible[folder] = not any(
+                is_hidden(p, partition_columns, iceberg=iceberg) for p in folder.split("/")
+            )
+        if not shown:
+            continue
+        if is_hidden(name, partition_columns, iceberg=iceberg):
+            if name.startswith(".") and name.endswith(".crc") and not entry.is_dir:
+                crcs.append(entry.path)
             continue
         if entry.is_dir:
             n_dirs += 1
@@ -287,7 +314,9 @@ def plan_vacuum(
         folders.file(entry.path, stays=not deletable)
         if deletable:
             files.append(Candidate(entry.path, entry.size, _reason(entry.path, expired)))
-    return VacuumPlan(tuple(sorted(files, key=lambda c: c.path)), folders.empty(protected), n_files, n_dirs)
+    gone = {c.path for c in files}
+    sidecars = tuple(c for c in crcs if _crc_of(c) in gone)
+    return VacuumPlan(tuple(sorted(files, key=lambda c: c.path)), folders.empty(protected), sidecars, n_files, n_dirs)
 
 
 def plan_lite(
@@ -298,6 +327,7 @@ def plan_lite(
     delete_before: int,
     start: int | None,
     end: int | None,
+    sidecars: bool = False,
 ) -> VacuumPlan:
     """Lite mode: the tombstones (and their DVs) and change data files of commits ``start..end`` that are past
     ``delete_before`` and that no kept version needs. Nothing is listed; a file already gone is skipped later."""
@@ -312,7 +342,8 @@ def plan_lite(
         if f.dv_path is not None and f.dv_path not in protected:
             found[f.dv_path] = Candidate(f.dv_path, f.dv_size, "unused deletion vector")
     files = tuple(sorted(found.values(), key=lambda c: c.path))
-    return VacuumPlan(files, (), 0, 0, start, end)
+    crcs = tuple(_crc_for(c.path) for c in files) if sidecars else ()  # unseen: deleted if they are there
+    return VacuumPlan(files, (), crcs, 0, 0, start, end)
 
 
 # ----------------------------------------------------------------------------- lite mode's commit range
