@@ -32,7 +32,7 @@ sys.path.insert(0, ROOT)
 
 SCHEMA = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
 OURS = (
-    "import sys,time;t=time.perf_counter();from dbt_delta_optimize.api import vacuum;"
+    "import sys,time;t=time.perf_counter();from dbt_delta_optimize import vacuum;"
     "m=vacuum(None,sys.argv[1],retain='0h',allow_short_retention=True);"
     "print(time.perf_counter()-t, m.files_deleted)"
 )
@@ -126,7 +126,7 @@ def local_case(n: int, repeats: int, spark: bool, work: str) -> dict[str, object
                                      "delta_rs_inside": []}  # fmt: skip
     env = {**os.environ, "PYTHONPATH": ROOT}
     for r in range(repeats):
-        for engine in (["ours", "delta-rs"] if r % 2 == 0 else ["delta-rs", "ours"]):
+        for engine in ["ours", "delta-rs"] if r % 2 == 0 else ["delta-rs", "ours"]:
             path = os.path.join(work, f"{engine}-{r}")
             shutil.copytree(template, path)
             if engine == "ours":
@@ -192,7 +192,12 @@ def s3_case(n: int, repeats: int) -> dict[str, object]:
         data = _parquet()
         store = S3Store(bucket, endpoint=server.env()["AWS_ENDPOINT_URL"], client_options={"allow_http": True},
                         access_key_id="x", secret_access_key="x", region="us-east-1")  # fmt: skip
-        times: dict[str, list[float]] = {"ours_inside": [], "delta_rs_inside": [], "ours_fresh": [], "delta_rs_fresh": []}
+        times: dict[str, list[float]] = {
+            "ours_inside": [],
+            "delta_rs_inside": [],
+            "ours_fresh": [],
+            "delta_rs_fresh": [],
+        }
 
         def upload(prefix: str) -> None:
             from concurrent.futures import ThreadPoolExecutor
@@ -202,7 +207,7 @@ def s3_case(n: int, repeats: int) -> dict[str, object]:
                               [*log.items(), *((name, data) for name in names)]))  # fmt: skip
 
         for r in range(repeats):
-            for engine in (["ours", "delta-rs"] if r % 2 == 0 else ["delta-rs", "ours"]):
+            for engine in ["ours", "delta-rs"] if r % 2 == 0 else ["delta-rs", "ours"]:
                 prefix = f"{engine}-{r}"
                 upload(prefix)
                 wall, inside = fresh(OURS if engine == "ours" else DELTA_RS, f"s3://{bucket}/{prefix}", env)
