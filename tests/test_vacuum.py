@@ -172,3 +172,23 @@ def test_object_store_vacuum_deletes_tombstones_in_batches(store, request, monke
     assert DeltaTable(url).to_pyarrow_table().column("id").to_pylist() == [9]
     vacuum(None, url, retain="0h", mode="lite", allow_short_retention=True)  # files already gone: no error
     assert DeltaTable(url).to_pyarrow_table().column("id").to_pylist() == [9]
+
+
+def test_our_replay_of_the_file_actions_finds_deltalakes_live_files(tmp_path):
+    from urllib.parse import unquote
+
+    from dbt_delta_optimize.delta.log import list_log
+    from dbt_delta_optimize.delta.vacuum_log import read_state
+
+    path = str(tmp_path / "t")
+    _table(path, batches=4)
+    DeltaTable(path).create_checkpoint()
+    write_deltalake(path, pa.table({"id": [5, 6], "p": ["b", "c d"]}), partition_by=["p"], mode="append")
+    DeltaTable(path).delete("id = 5")
+    storage = LocalStorage()
+    dt = DeltaTable(path)
+    live, dead = read_state(storage, path, dt.version(), list_log(storage, path))
+    ours = {unquote(f.path) for f in live}
+    theirs = {unquote(p) for p in pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()}
+    assert ours == theirs and len(ours) == 2
+    assert {unquote(t.path) for t in dead} & ours == set() and all(t.deletion_timestamp > 0 for t in dead)
