@@ -214,7 +214,9 @@ def s3_case(n: int, repeats: int) -> dict[str, object]:
                 key = "ours" if engine == "ours" else "delta_rs"
                 times[f"{key}_inside"].append(inside)
                 times[f"{key}_fresh"].append(wall)
-                remaining = sum(len(c) for c in obstore.list(store, prefix + "/part-", chunk_size=1000))
+                # (obstore's prefixes are whole path segments: list the folder, count the data files)
+                listed = [m["path"] for c in obstore.list(store, prefix + "/", chunk_size=1000) for m in c]
+                remaining = sum(1 for p in listed if p.rsplit("/", 1)[-1].startswith("part-"))
                 assert remaining == 1, (engine, remaining)
             print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -224,14 +226,16 @@ def s3_case(n: int, repeats: int) -> dict[str, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--files", type=int, default=10_000)
+    ap.add_argument("--files", type=int, default=10_000, help="0: no local case")
     ap.add_argument("--s3-files", type=int, default=5_000, help="0: no S3 case")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--spark", action="store_true", help="also delta-spark's VACUUM (warm session)")
     ap.add_argument("--json", dest="json_out", default=None)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ddo-vacuum-bench-") as work:
-        results = [local_case(args.files, args.repeats, args.spark, work)]
+    results = []
+    if args.files:
+        with tempfile.TemporaryDirectory(prefix="ddo-vacuum-bench-") as work:
+            results.append(local_case(args.files, args.repeats, args.spark, work))
     if args.s3_files:
         results.append(s3_case(args.s3_files, args.repeats))
     print(json.dumps(results, indent=2))

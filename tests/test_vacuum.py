@@ -100,11 +100,11 @@ class _Restoring(LocalStorage):
         super().__init__()
         object.__setattr__(self, "_restore", restore)
 
-    def walk(self, path, skip):  # type: ignore[no-untyped-def]
+    def walk(self, path, skip, *, by_prefix=True):  # type: ignore[no-untyped-def]
         if not path.endswith("_delta_log"):  # the table's listing, not the log's
             snapshot = load_snapshot(path, storage=LocalStorage())
             Transaction(snapshot).commit([self._restore], "RESTORE", {})  # type: ignore[attr-defined]
-        yield from super().walk(path, skip)
+        yield from super().walk(path, skip, by_prefix=by_prefix)
 
 
 def test_a_file_a_concurrent_commit_made_live_again_is_not_deleted(tmp_path):

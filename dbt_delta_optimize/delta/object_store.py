@@ -450,12 +450,19 @@ class ObjectStorage:
         except Exception as exc:
             raise self._fail(exc, path) from None
 
-    def walk(self, path: str, skip: Callable[[str], bool]) -> Iterator[Listed]:
-        """One listing of the top level, then one streamed listing per top-level prefix, in parallel."""
+    def walk(self, path: str, skip: Callable[[str], bool], *, by_prefix: bool = True) -> Iterator[Listed]:
+        """One listing of the top level, then one streamed listing per top-level prefix, in parallel; without
+        ``by_prefix`` (a table without partition folders) one streamed listing of everything, whose
+        hidden top-level names are dropped here (a delimiter listing costs a full scan on some servers)."""
         import obstore
 
         key = self.key(path).rstrip("/")
         prefix = (key + "/") if key else ""
+        if not by_prefix:
+            for entry in self._list_prefix(path, prefix, len(prefix)):
+                if not skip(entry.path.split("/", 1)[0]):
+                    yield entry
+            return
         top = self._call(path, obstore.list_with_delimiter, prefix or None)
         strip = len(prefix)
         for o in top["objects"]:

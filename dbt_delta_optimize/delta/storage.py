@@ -88,9 +88,10 @@ class Storage(TypingProtocol):
 
     def is_empty_dir(self, path: str) -> bool: ...
 
-    def walk(self, path: str, skip: Callable[[str], bool]) -> Iterator[Listed]:
+    def walk(self, path: str, skip: Callable[[str], bool], *, by_prefix: bool = True) -> Iterator[Listed]:
         """Every file (and folder) under ``path``, streamed, relative to it; folders whose name ``skip``
-        accepts are not entered (and files it accepts not yielded). Parallel by top-level folder."""
+        accepts are not entered (and files it accepts not yielded). Parallel by top-level folder
+        (``by_prefix``: when the caller expects folders there, such as partitions)."""
         ...
 
     def delete_many(self, paths: Sequence[str]) -> int:
@@ -219,7 +220,7 @@ class LocalStorage:
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    def walk(self, path: str, skip: Callable[[str], bool]) -> Iterator[Listed]:
+    def walk(self, path: str, skip: Callable[[str], bool], *, by_prefix: bool = True) -> Iterator[Listed]:
         base = local_path(path)
         try:
             top = list(os.scandir(base))

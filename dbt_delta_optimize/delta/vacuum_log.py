@@ -175,7 +175,7 @@ def commit_timestamps(storage: Storage, root: str, *, ict_from: int | None) -> l
     """(version, timestamp) of every commit file in the log: its in-commit timestamp from ``ict_from`` on,
     else the file's modification time (as DeltaHistoryManager; monotonized by the planner)."""
     out: list[tuple[int, int]] = []
-    for entry in storage.walk(join(root, LOG_DIR), lambda name: _COMMIT_RE.match(name) is None):
+    for entry in storage.walk(join(root, LOG_DIR), lambda name: _COMMIT_RE.match(name) is None, by_prefix=False):
         m = _COMMIT_RE.match(entry.path)
         if m is None:
             continue

@@ -191,7 +191,9 @@ def _full_plan(table: Table, protected: set[str], delete_before: int, expired: l
     snapshot = table.snapshot
     columns = snapshot.partition_columns
     # hidden names are not entered, but `.name.crc` sidecars are seen (deleted with their files)
-    listing = table.storage.walk(table.location, lambda name: is_hidden(name, columns) and not name.endswith(".crc"))
+    listing = table.storage.walk(
+        table.location, lambda name: is_hidden(name, columns) and not name.endswith(".crc"), by_prefix=bool(columns)
+    )
     return plan_vacuum(
         table.location,
         listing,
