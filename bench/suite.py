@@ -136,14 +136,14 @@ METRICS = [
     Metric(
         "vacuum_vs_delta_rs",
         "vacuum",
-        "VACUUM of 10,000 tombstoned files, ours / delta-rs (time inside fresh processes)",
+        "VACUUM of 10,000 tombstoned files, ours / delta-rs, both full (time inside fresh processes)",
         lambda r: _case(r, "local")["inside_vs_delta_rs"],
         0.7,
     ),
     Metric(
         "vacuum_cli_vs_delta_rs",
         "vacuum",
-        "VACUUM of 10,000 tombstoned files, our CLI / delta-rs, fresh processes",
+        "VACUUM of 10,000 tombstoned files, our CLI / delta-rs full, fresh processes",
         lambda r: _case(r, "local")["cli_vs_delta_rs"],
         1.0,
     ),
@@ -157,8 +157,15 @@ METRICS = [
     Metric(
         "vacuum_s3_vs_delta_rs",
         "vacuum",
-        "VACUUM of 5,000 tombstoned files on S3 (moto), ours / delta-rs",
+        "VACUUM of 5,000 tombstoned files on S3 (moto), ours / delta-rs, both full",
         lambda r: _case(r, "s3")["inside_vs_delta_rs"],
+        0.7,
+    ),
+    Metric(
+        "vacuum_lite_vs_delta_rs",
+        "vacuum",
+        "VACUUM of 10,000 tombstoned files, ours lite / delta-rs default (both read the log)",
+        lambda r: _case(r, "local")["lite_inside_vs_delta_rs_default"],
         0.7,
     ),
 ]

@@ -2,9 +2,10 @@
 
 A template table is written once by hand (one add per file in version 0, all of them removed in version 1
 but one live file): ``--files`` tiny Parquet files. Each run vacuums a fresh copy (mtimes kept) with
-``RETAIN 0 HOURS``: our CLI as a fresh process, our API in a fresh process (time inside it, too), delta-rs's
-``DeltaTable.vacuum`` in a fresh process, and delta-spark's ``VACUUM`` in a warm session (``--spark``). The
-files left are checked equal between ours and delta-rs. ``--s3-files`` adds the same on a moto S3 server
+``RETAIN 0 HOURS``, each engine in a fresh process (its wall time, and the time it measured inside): ours in
+full and lite mode, delta-rs's ``DeltaTable.vacuum`` with ``full=True`` (it lists, as our full mode does) and
+by default (it reads the log, as our lite mode does), our CLI, and delta-spark's ``VACUUM`` in a warm
+session (``--spark``). Every engine must leave only the live file. ``--s3-files`` adds the same on a moto S3 server
 (ours vs delta-rs, in-process times of fresh processes).
 
     .venv/bin/python bench/vacuum.py [--files 10000] [--s3-files 5000] [--repeats 3] [--spark]
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,16 +33,31 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 SCHEMA = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
-OURS = (
-    "import sys,time;t=time.perf_counter();from dbt_delta_optimize import vacuum;"
-    "m=vacuum(None,sys.argv[1],retain='0h',allow_short_retention=True);"
-    "print(time.perf_counter()-t, m.files_deleted)"
-)
-DELTA_RS = (
-    "import sys,time;t=time.perf_counter();from deltalake import DeltaTable;"
-    "d=DeltaTable(sys.argv[1]).vacuum(retention_hours=0,enforce_retention_duration=False,dry_run=False);"
-    "print(time.perf_counter()-t, len(d))"
-)
+
+
+def _ours(mode: str) -> str:
+    return (
+        "import sys,time;t=time.perf_counter();from dbt_delta_optimize import vacuum;"
+        f"m=vacuum(None,sys.argv[1],retain='0h',mode='{mode}',allow_short_retention=True);"
+        "print(time.perf_counter()-t, m.files_deleted)"
+    )
+
+
+def _delta_rs(full: bool) -> str:
+    return (
+        "import sys,time;t=time.perf_counter();from deltalake import DeltaTable;"
+        "d=DeltaTable(sys.argv[1]).vacuum(retention_hours=0,enforce_retention_duration=False,dry_run=False,"
+        f"full={full});print(time.perf_counter()-t, len(d))"
+    )
+
+
+#: Each engine in a fresh process. delta-rs's default vacuum reads the log (like lite mode); full=True lists.
+ENGINES = {
+    "ours_full": _ours("full"),
+    "delta_rs_full": _delta_rs(True),
+    "ours_lite": _ours("lite"),
+    "delta_rs_default": _delta_rs(False),
+}
 
 
 def _parquet() -> bytes:
@@ -119,43 +136,52 @@ def cli(path: str) -> float:
     return time.perf_counter() - t
 
 
+def _ratios(med: dict[str, float]) -> dict[str, float]:
+    return {
+        "inside_vs_delta_rs": med["ours_full_inside"] / med["delta_rs_full_inside"],
+        "fresh_vs_delta_rs": med["ours_full_fresh"] / med["delta_rs_full_fresh"],
+        "lite_inside_vs_delta_rs_default": med["ours_lite_inside"] / med["delta_rs_default_inside"],
+        "lite_fresh_vs_delta_rs_default": med["ours_lite_fresh"] / med["delta_rs_default_fresh"],
+    }
+
+
+def _run_engines(r: int, env: dict[str, str], fresh_copy: Any, times: dict[str, list[float]]) -> dict[str, int]:
+    """Every engine once on its own copy (order alternating by repeat); the data files each one left."""
+    left_by: dict[str, int] = {}
+    names = list(ENGINES) if r % 2 == 0 else list(reversed(ENGINES))
+    for name in names:
+        target, count = fresh_copy(f"{name}-{r}")
+        wall, inside = fresh(ENGINES[name], target, env)
+        times.setdefault(f"{name}_fresh", []).append(wall)
+        times.setdefault(f"{name}_inside", []).append(inside)
+        left_by[name] = count()
+    return left_by
+
+
 def local_case(n: int, repeats: int, spark: bool, work: str) -> dict[str, object]:
     template = os.path.join(work, "template")
     build_local(template, n)
-    times: dict[str, list[float]] = {"ours_cli": [], "ours_fresh": [], "ours_inside": [], "delta_rs_fresh": [],
-                                     "delta_rs_inside": []}  # fmt: skip
+    times: dict[str, list[float]] = {"ours_cli": []}
     env = {**os.environ, "PYTHONPATH": ROOT}
+
+    def copy(name: str) -> tuple[str, Any]:
+        path = os.path.join(work, name)
+        shutil.copytree(template, path)
+        return path, lambda: len(left(path))
+
     for r in range(repeats):
-        for engine in ["ours", "delta-rs"] if r % 2 == 0 else ["delta-rs", "ours"]:
-            path = os.path.join(work, f"{engine}-{r}")
-            shutil.copytree(template, path)
-            if engine == "ours":
-                wall, inside = fresh(OURS, path, env)
-                times["ours_fresh"].append(wall)
-                times["ours_inside"].append(inside)
-                ours_left = left(path)
-                cli_path = path + "-cli"
-                shutil.copytree(template, cli_path)
-                times["ours_cli"].append(cli(cli_path))
-                assert left(cli_path) == ours_left
-            else:
-                wall, inside = fresh(DELTA_RS, path, env)
-                times["delta_rs_fresh"].append(wall)
-                times["delta_rs_inside"].append(inside)
-                rs_left = left(path)
-        assert ours_left == rs_left and len(ours_left) == 1, (len(ours_left), len(rs_left))
+        left_by = _run_engines(r, env, copy, times)
+        assert set(left_by.values()) == {1}, left_by
+        cli_path, _ = copy(f"cli-{r}")
+        times["ours_cli"].append(cli(cli_path))
+        assert len(left(cli_path)) == 1
         print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    out: dict[str, object] = {
-        "case": "local",
-        "files": n,
-        "median_s": med,
-        "inside_vs_delta_rs": med["ours_inside"] / med["delta_rs_inside"],
-        "fresh_vs_delta_rs": med["ours_fresh"] / med["delta_rs_fresh"],
-        "cli_vs_delta_rs": med["ours_cli"] / med["delta_rs_fresh"],
-    }
+    out: dict[str, object] = {"case": "local", "files": n, "median_s": med, **_ratios(med)}
+    out["cli_vs_delta_rs"] = med["ours_cli"] / med["delta_rs_full_fresh"]
+    out["cli_vs_delta_rs_default"] = med["ours_cli"] / med["delta_rs_default_fresh"]
     if spark:
-        out.update(spark_case(template, work, repeats, med["ours_inside"]))
+        out.update(spark_case(template, work, repeats, med["ours_full_inside"]))
     return out
 
 
@@ -192,12 +218,7 @@ def s3_case(n: int, repeats: int) -> dict[str, object]:
         data = _parquet()
         store = S3Store(bucket, endpoint=server.env()["AWS_ENDPOINT_URL"], client_options={"allow_http": True},
                         access_key_id="x", secret_access_key="x", region="us-east-1")  # fmt: skip
-        times: dict[str, list[float]] = {
-            "ours_inside": [],
-            "delta_rs_inside": [],
-            "ours_fresh": [],
-            "delta_rs_fresh": [],
-        }
+        times: dict[str, list[float]] = {}
 
         def upload(prefix: str) -> None:
             from concurrent.futures import ThreadPoolExecutor
@@ -206,22 +227,21 @@ def s3_case(n: int, repeats: int) -> dict[str, object]:
                 list(pool.map(lambda kv: obstore.put(store, f"{prefix}/{kv[0]}", kv[1]),
                               [*log.items(), *((name, data) for name in names)]))  # fmt: skip
 
-        for r in range(repeats):
-            for engine in ["ours", "delta-rs"] if r % 2 == 0 else ["delta-rs", "ours"]:
-                prefix = f"{engine}-{r}"
-                upload(prefix)
-                wall, inside = fresh(OURS if engine == "ours" else DELTA_RS, f"s3://{bucket}/{prefix}", env)
-                key = "ours" if engine == "ours" else "delta_rs"
-                times[f"{key}_inside"].append(inside)
-                times[f"{key}_fresh"].append(wall)
-                # (obstore's prefixes are whole path segments: list the folder, count the data files)
+        def copy(prefix: str) -> tuple[str, object]:
+            upload(prefix)
+
+            def count() -> int:  # obstore's prefixes are whole path segments: list the folder
                 listed = [m["path"] for c in obstore.list(store, prefix + "/", chunk_size=1000) for m in c]
-                remaining = sum(1 for p in listed if p.rsplit("/", 1)[-1].startswith("part-"))
-                assert remaining == 1, (engine, remaining)
+                return sum(1 for p in listed if p.rsplit("/", 1)[-1].startswith("part-"))
+
+            return f"s3://{bucket}/{prefix}", count
+
+        for r in range(repeats):
+            left_by = _run_engines(r, env, copy, times)
+            assert set(left_by.values()) == {1}, left_by
             print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"case": "s3", "files": n, "median_s": med, "inside_vs_delta_rs": med["ours_inside"] / med["delta_rs_inside"],
-            "fresh_vs_delta_rs": med["ours_fresh"] / med["delta_rs_fresh"]}  # fmt: skip
+    return {"case": "s3", "files": n, "median_s": med, **_ratios(med)}
 
 
 def main() -> None:
