@@ -172,6 +172,41 @@ METRICS = [
         lambda r: r["analyze_vs_full_read"],
         0.25,
     ),
+    Metric(
+        "vacuum_vs_delta_rs",
+        "vacuum",
+        "VACUUM of 10,000 tombstoned files, ours / delta-rs, both full (time inside fresh processes)",
+        lambda r: _case(r, "local")["inside_vs_delta_rs"],
+        0.7,
+    ),
+    Metric(
+        "vacuum_cli_vs_delta_rs",
+        "vacuum",
+        "VACUUM of 10,000 tombstoned files, our CLI / delta-rs full, fresh processes",
+        lambda r: _case(r, "local")["cli_vs_delta_rs"],
+        1.0,
+    ),
+    Metric(
+        "vacuum_vs_delta_spark",
+        "vacuum",
+        "VACUUM of 10,000 tombstoned files, ours / delta-spark (warm session)",
+        lambda r: _case(r, "local")["inside_vs_delta_spark"],
+        0.2,
+    ),
+    Metric(
+        "vacuum_s3_vs_delta_rs",
+        "vacuum",
+        "VACUUM of 5,000 tombstoned files on S3 (moto), ours / delta-rs, both full",
+        lambda r: _case(r, "s3")["inside_vs_delta_rs"],
+        0.7,
+    ),
+    Metric(
+        "vacuum_lite_vs_delta_rs",
+        "vacuum",
+        "VACUUM of 10,000 tombstoned files, ours lite / delta-rs default (both read the log)",
+        lambda r: _case(r, "local")["lite_inside_vs_delta_rs_default"],
+        0.7,
+    ),
 ]
 
 BENCHES: dict[str, list[str]] = {
@@ -181,6 +216,7 @@ BENCHES: dict[str, list[str]] = {
     "dbt_hook": ["dbt_hook.py", "--repeats", "3"],
     "row_group_copy": ["row_group_copy.py", "--repeats", "3"],
     "analyze": ["analyze.py", "--repeats", "3"],
+    "vacuum": ["vacuum.py", "--files", "10000", "--s3-files", "5000", "--repeats", "3", "--spark"],
 }
 
 

@@ -43,6 +43,8 @@ _LAZY = {
     "validate_commit": "inspect.validate",
     "AnalyzeMetrics": "ops.analyze",
     "analyze": "ops.analyze",
+    "VacuumMetrics": "ops.vacuum",
+    "vacuum": "ops.vacuum",
 }
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "RemoveFile",
     "Snapshot",
     "Transaction",
+    "VacuumMetrics",
     "__version__",
     "analyze",
     "auto_compact",
@@ -78,6 +81,7 @@ __all__ = [
     "plan_purge",
     "purge",
     "read_commits",
+    "vacuum",
     "validate_actions",
     "validate_commit",
 ]
@@ -96,6 +100,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ops.auto_compact import auto_compact
     from .ops.optimize import optimize, plan_optimize
     from .ops.purge import plan_purge, purge
+    from .ops.vacuum import VacuumMetrics, vacuum
     from .options import OptimizeOptions, options_table_markdown
     from .plan.autocompact import AutoCompactResult
     from .plan.config import OptimizeConfig

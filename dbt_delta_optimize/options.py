@@ -22,6 +22,7 @@ __all__ = [
     "OPTIMIZE_OPTIONS",
     "PREFIX",
     "PURGE_FIXED",
+    "VACUUM_OPTIONS",
     "ConfGetter",
     "Effective",
     "GiB",
@@ -397,6 +398,29 @@ AUTO_COMPACT_OPTIONS: tuple[Option, ...] = (
 )
 
 
+#: VACUUM's settings (the retention and the mode are the command's arguments, as in ``VACUUM ... RETAIN n HOURS``).
+VACUUM_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "allow_short_retention",
+        "flag",
+        OURS + "vacuum.allowShortRetention",
+        False,
+        "Allow a retention shorter than the table's delta.deletedFileRetentionDuration (delta-spark: "
+        "spark.databricks.delta.retentionDurationCheck.enabled=false).",
+        meta=False,
+    ),
+    Option(
+        "vacuum_logging",
+        "flag",
+        PREFIX + "vacuum.logging.enabled",
+        None,
+        "Record VACUUM START and VACUUM END commits in the table's history.",
+        unset="as delta-spark: on for local, Azure, GCS paths; off for S3",
+        meta=False,
+    ),
+)
+
+
 #: Where an effective setting came from: the caller (a keyword, a flag, a model's meta key, run-operation's
 #: settings: the caller names it), the Spark session's conf, or the declared default.
 SettingSource = str
@@ -526,5 +550,9 @@ def options_table_markdown() -> str:
         "**Auto compaction** (in a model, `min_file_size` and `max_file_size` are these in `mode: auto`)",
         "",
         *_table(AUTO_COMPACT_OPTIONS, cli_command="auto-compact"),
+        "",
+        "**VACUUM** (`--retain` and `--mode` are arguments, as delta-spark's `RETAIN n HOURS` and `LITE`)",
+        "",
+        *_table(VACUUM_OPTIONS, cli_command="vacuum"),
     ]
     return "\n".join(lines) + "\n"

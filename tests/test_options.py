@@ -20,6 +20,7 @@ from dbt_delta_optimize.options import (
     AUTO_COMPACT_OPTIONS,
     OPTIMIZE_OPTIONS,
     PURGE_FIXED,
+    VACUUM_OPTIONS,
     OptimizeOptions,
     options_table_markdown,
 )
@@ -133,8 +134,10 @@ def test_readme_settings_table_is_generated_from_the_declaration():
 
 def test_readme_lists_the_same_options():
     block = _readme_block()
-    optimize_part, auto_part = block.split("**Auto compaction**")
+    optimize_part, rest = block.split("**Auto compaction**")
+    auto_part, vacuum_part = rest.split("**VACUUM**")
     rows = lambda part: re.findall(r"^\| `([a-z_]+)`", part, re.M)  # noqa: E731
     assert rows(optimize_part) == OPTIMIZE and rows(auto_part) == AUTO
-    for o in (*OPTIMIZE_OPTIONS, *AUTO_COMPACT_OPTIONS):
+    assert rows(vacuum_part) == [o.name for o in VACUUM_OPTIONS]
+    for o in (*OPTIMIZE_OPTIONS, *AUTO_COMPACT_OPTIONS, *VACUUM_OPTIONS):
         assert f"`{o.conf}`" in block and o.flag in block

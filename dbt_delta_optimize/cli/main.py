@@ -27,6 +27,7 @@ from .inspect import inspect_commands
 from .maintain import maintain_commands
 from .optimize import optimize_commands
 from .purge import purge_commands
+from .vacuum import vacuum_commands
 
 __all__ = ["cli", "main"]
 
@@ -67,7 +68,14 @@ def jars(as_json: bool) -> None:
         click.echo(",".join(found))
 
 
-for _command in (*optimize_commands, *purge_commands, *inspect_commands, *maintain_commands, *analyze_commands):
+for _command in (
+    *optimize_commands,
+    *purge_commands,
+    *inspect_commands,
+    *maintain_commands,
+    *analyze_commands,
+    *vacuum_commands,
+):
     cli.add_command(_command)
 
 

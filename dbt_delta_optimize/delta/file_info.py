@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FileInfo"]
+__all__ = ["FileInfo", "Listed"]
 
 
 @dataclass(frozen=True)
@@ -13,3 +13,14 @@ class FileInfo:
 
     size: int
     modification_time_ms: int
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A file (or folder) found under a folder by ``Storage.walk``: its path relative to that folder
+    (``/``-separated, decoded), size, modification time, and whether it is a folder."""
+
+    path: str
+    size: int
+    mtime_ms: int
+    is_dir: bool = False

@@ -430,3 +430,20 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
             for key, sizes in sorted(per.items(), key=lambda kv: repr(kv[0]))
         ],
     }
+
+
+def load_log_snapshot(location: str, *, storage: Storage | None = None) -> Snapshot:
+    """The latest version's protocol and metadata without its live files (an empty file table): for an
+    operation that replays the file actions itself (VACUUM, ``delta/vacuum_log.py``) and commits only
+    actions without files. Listing every live add through deltalake costs more than all of VACUUM."""
+    root, storage = open_table(location, storage)
+    dt = _delta_table(root, storage, None)
+    try:
+        version = dt.version()
+        protocol, metadata = _protocol_and_metadata(dt)
+    except DeltaOptimizeError:
+        raise
+    except Exception as exc:
+        raise _translate(exc, root, storage, None) from exc
+    # No file table: its Arrow columns would cost the pyarrow import (a third of a small VACUUM) for nothing.
+    return Snapshot(root, version, protocol, metadata, (), storage, FileTable(None, None), delta_table=dt)

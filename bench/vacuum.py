@@ -1,0 +1,268 @@
+"""VACUUM of a table with many tombstoned files: ours vs delta-rs (each in a fresh process) and delta-spark.
+
+A template table is written once by hand (one add per file in version 0, all of them removed in version 1
+but one live file): ``--files`` tiny Parquet files. Each run vacuums a fresh copy (mtimes kept) with
+``RETAIN 0 HOURS``, each engine in a fresh process (its wall time, and the time it measured inside): ours in
+full and lite mode, delta-rs's ``DeltaTable.vacuum`` with ``full=True`` (it lists, as our full mode does) and
+by default (it reads the log, as our lite mode does), our CLI, and delta-spark's ``VACUUM`` in a warm
+session (``--spark``). Every engine must leave only the live file. ``--s3-files`` adds the same on a moto S3 server
+(ours vs delta-rs, in-process times of fresh processes).
+
+    .venv/bin/python bench/vacuum.py [--files 10000] [--s3-files 5000] [--repeats 3] [--spark]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SCHEMA = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+
+
+def _ours(mode: str) -> str:
+    return (
+        "import sys,time;t=time.perf_counter();from dbt_delta_optimize import vacuum;"
+        f"m=vacuum(None,sys.argv[1],retain='0h',mode='{mode}',allow_short_retention=True);"
+        "print(time.perf_counter()-t, m.files_deleted)"
+    )
+
+
+def _delta_rs(full: bool) -> str:
+    return (
+        "import sys,time;t=time.perf_counter();from deltalake import DeltaTable;"
+        "d=DeltaTable(sys.argv[1]).vacuum(retention_hours=0,enforce_retention_duration=False,dry_run=False,"
+        f"full={full});print(time.perf_counter()-t, len(d))"
+    )
+
+
+#: Each engine in a fresh process. delta-rs's default vacuum reads the log (like lite mode); full=True lists.
+ENGINES = {
+    "ours_full": _ours("full"),
+    "delta_rs_full": _delta_rs(True),
+    "ours_lite": _ours("lite"),
+    "delta_rs_default": _delta_rs(False),
+}
+
+
+def _parquet() -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), buf)
+    return buf.getvalue()
+
+
+def log_and_files(n: int) -> tuple[dict[str, bytes], list[str]]:
+    """The two commits of a table with ``n`` tombstoned files and one live one, and the data file names."""
+    now = int(time.time() * 1000)
+    names = [f"part-{i:05d}-{uuid.uuid4()}.parquet" for i in range(n + 1)]
+    size = len(_parquet())
+
+    def add(name: str) -> str:
+        a = {"path": name, "size": size, "partitionValues": {}, "modificationTime": now, "dataChange": True}
+        return json.dumps({"add": a})
+
+    v0 = [
+        json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
+        json.dumps(
+            {
+                "metaData": {
+                    "id": str(uuid.uuid4()),
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": SCHEMA,
+                    "partitionColumns": [],
+                    "configuration": {},
+                    "createdTime": now,
+                }
+            }
+        ),
+        *(add(x) for x in names[:-1]),
+    ]
+    removes = [
+        json.dumps({"remove": {"path": x, "deletionTimestamp": now, "dataChange": True, "size": size}})
+        for x in names[:-1]
+    ]
+    v1 = [add(names[-1]), *removes]
+    log = {
+        "_delta_log/00000000000000000000.json": ("\n".join(v0) + "\n").encode(),
+        "_delta_log/00000000000000000001.json": ("\n".join(v1) + "\n").encode(),
+    }
+    return log, names
+
+
+def build_local(path: str, n: int) -> None:
+    log, names = log_and_files(n)
+    os.makedirs(os.path.join(path, "_delta_log"))
+    data = _parquet()
+    for rel, payload in log.items():
+        with open(os.path.join(path, rel), "wb") as fh:
+            fh.write(payload)
+    for name in names:
+        with open(os.path.join(path, name), "wb") as fh:
+            fh.write(data)
+
+
+def left(path: str) -> set[str]:
+    return {n for n in os.listdir(path) if not n.startswith(("_", "."))}
+
+
+def fresh(code: str, path: str, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds of a fresh process, seconds it measured inside)."""
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, path], check=True, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t
+    return wall, float(out.stdout.split()[0])
+
+
+def cli(path: str) -> float:
+    t = time.perf_counter()
+    exe = os.path.join(os.path.dirname(sys.executable), "dbt-delta-optimize")
+    subprocess.run([exe, "vacuum", path, "--retain", "0h", "--allow-short-retention", "--json"], check=True,
+                   capture_output=True)  # fmt: skip
+    return time.perf_counter() - t
+
+
+def _ratios(med: dict[str, float]) -> dict[str, float]:
+    return {
+        "inside_vs_delta_rs": med["ours_full_inside"] / med["delta_rs_full_inside"],
+        "fresh_vs_delta_rs": med["ours_full_fresh"] / med["delta_rs_full_fresh"],
+        "lite_inside_vs_delta_rs_default": med["ours_lite_inside"] / med["delta_rs_default_inside"],
+        "lite_fresh_vs_delta_rs_default": med["ours_lite_fresh"] / med["delta_rs_default_fresh"],
+    }
+
+
+def _run_engines(r: int, env: dict[str, str], fresh_copy: Any, times: dict[str, list[float]]) -> dict[str, int]:
+    """Every engine once on its own copy (order alternating by repeat); the data files each one left."""
+    left_by: dict[str, int] = {}
+    names = list(ENGINES) if r % 2 == 0 else list(reversed(ENGINES))
+    for name in names:
+        target, count = fresh_copy(f"{name}-{r}")
+        wall, inside = fresh(ENGINES[name], target, env)
+        times.setdefault(f"{name}_fresh", []).append(wall)
+        times.setdefault(f"{name}_inside", []).append(inside)
+        left_by[name] = count()
+    return left_by
+
+
+def local_case(n: int, repeats: int, spark: bool, work: str) -> dict[str, object]:
+    template = os.path.join(work, "template")
+    build_local(template, n)
+    times: dict[str, list[float]] = {"ours_cli": []}
+    env = {**os.environ, "PYTHONPATH": ROOT}
+
+    def copy(name: str) -> tuple[str, Any]:
+        path = os.path.join(work, name)
+        shutil.copytree(template, path)
+        return path, lambda: len(left(path))
+
+    for r in range(repeats):
+        left_by = _run_engines(r, env, copy, times)
+        assert set(left_by.values()) == {1}, left_by
+        cli_path, _ = copy(f"cli-{r}")
+        times["ours_cli"].append(cli(cli_path))
+        assert len(left(cli_path)) == 1
+        print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    out: dict[str, object] = {"case": "local", "files": n, "median_s": med, **_ratios(med)}
+    out["cli_vs_delta_rs"] = med["ours_cli"] / med["delta_rs_full_fresh"]
+    out["cli_vs_delta_rs_default"] = med["ours_cli"] / med["delta_rs_default_fresh"]
+    if spark:
+        out.update(spark_case(template, work, repeats, med["ours_full_inside"]))
+    return out
+
+
+def spark_case(template: str, work: str, repeats: int, ours_inside: float) -> dict[str, object]:
+    from dbt_delta_optimize.engine.session import get_spark
+
+    session = get_spark()
+    session.sparkContext.setLogLevel("FATAL")
+    session.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    times = []
+    for r in range(repeats):
+        path = os.path.join(work, f"spark-{r}")
+        shutil.copytree(template, path)
+        t = time.perf_counter()
+        session.sql(f"VACUUM '{path}' RETAIN 0 HOURS").collect()
+        times.append(time.perf_counter() - t)
+        assert len(left(path)) == 1
+        print(f"repeat {r}: delta-spark (warm) {times[-1]:.2f}s", flush=True)
+    med = statistics.median(times)
+    return {"delta_spark_warm_s": med, "inside_vs_delta_spark": ours_inside / med}
+
+
+def s3_case(n: int, repeats: int) -> dict[str, object]:
+    import obstore
+    from obstore.store import S3Store
+
+    from tests.servers import moto_s3
+
+    with moto_s3() as server:
+        env = {**os.environ, **server.env(), "PYTHONPATH": ROOT}
+        os.environ.update(server.env())
+        bucket = server.new_bucket()
+        log, names = log_and_files(n)
+        data = _parquet()
+        store = S3Store(bucket, endpoint=server.env()["AWS_ENDPOINT_URL"], client_options={"allow_http": True},
+                        access_key_id="x", secret_access_key="x", region="us-east-1")  # fmt: skip
+        times: dict[str, list[float]] = {}
+
+        def upload(prefix: str) -> None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda kv: obstore.put(store, f"{prefix}/{kv[0]}", kv[1]),
+                              [*log.items(), *((name, data) for name in names)]))  # fmt: skip
+
+        def copy(prefix: str) -> tuple[str, object]:
+            upload(prefix)
+
+            def count() -> int:  # obstore's prefixes are whole path segments: list the folder
+                listed = [m["path"] for c in obstore.list(store, prefix + "/", chunk_size=1000) for m in c]
+                return sum(1 for p in listed if p.rsplit("/", 1)[-1].startswith("part-"))
+
+            return f"s3://{bucket}/{prefix}", count
+
+        for r in range(repeats):
+            left_by = _run_engines(r, env, copy, times)
+            assert set(left_by.values()) == {1}, left_by
+            print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"case": "s3", "files": n, "median_s": med, **_ratios(med)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=10_000, help="0: no local case")
+    ap.add_argument("--s3-files", type=int, default=5_000, help="0: no S3 case")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--spark", action="store_true", help="also delta-spark's VACUUM (warm session)")
+    ap.add_argument("--json", dest="json_out", default=None)
+    args = ap.parse_args()
+    results = []
+    if args.files:
+        with tempfile.TemporaryDirectory(prefix="ddo-vacuum-bench-") as work:
+            results.append(local_case(args.files, args.repeats, args.spark, work))
+    if args.s3_files:
+        results.append(s3_case(args.s3_files, args.repeats))
+    print(json.dumps(results, indent=2))
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump(results, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""``vacuum``: delta-spark's ``VACUUM [LITE|FULL] [RETAIN n HOURS] [DRY RUN]`` (no JVM for a path)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..options import VACUUM_OPTIONS, format_size
+from .common import BoundaryCommand, storage_option, storage_options
+from .format import echo_json
+from .settings import setting_flags
+
+__all__ = ["vacuum_cmd", "vacuum_commands"]
+
+
+def _progress(done: int, total: int) -> None:
+    if total > 5000:
+        click.echo(f"deleted {done}/{total} files", err=True)
+
+
+@click.command("vacuum", cls=BoundaryCommand)
+@click.argument("table")
+@storage_option
+@click.option(
+    "--retain",
+    metavar="DURATION",
+    help="Keep files a version of the last DURATION needs: 168h, 7d, 0h (hours if no unit). "
+    "[default: the table's delta.deletedFileRetentionDuration, 7 days]",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "lite"]),
+    default="full",
+    show_default=True,
+    help="full lists the table's folders; lite reads only the log since the last vacuum.",
+)
+@setting_flags(VACUUM_OPTIONS)
+@click.option("--dry-run", is_flag=True, help="List the files that would be deleted, with bytes; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics (and, dry run, the files) as JSON.")
+def vacuum_cmd(table: str, retain: str | None, mode: str, dry_run: bool, as_json: bool, **settings: Any) -> None:
+    """VACUUM: delete the files of TABLE that no version inside the retention needs (delta-spark's rules)."""
+    from ..ops.vacuum import vacuum
+
+    metrics = vacuum(
+        None,
+        table,
+        retain=retain,
+        mode="lite" if mode == "lite" else "full",
+        dry_run=dry_run,
+        allow_short_retention=settings.get("allow_short_retention"),
+        vacuum_logging=settings.get("vacuum_logging"),
+        storage_options=storage_options(),
+        progress=None if as_json else _progress,
+    )
+    if as_json:
+        echo_json(metrics.to_dict())
+        return
+    if dry_run:
+        for c in metrics.files:
+            click.echo(f"{c.path}\t{c.size}\t{c.reason}")
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(
+        f"{metrics.table}: {verb} {metrics.files_deleted} file(s), {format_size(metrics.bytes_deleted)}, "
+        f"and {metrics.folders_deleted} empty folder(s) ({metrics.mode}, retention "
+        f"{metrics.retention_ms / 3_600_000:g}h, {metrics.duration_s:.2f}s)"
+    )
+    sys.stdout.flush()
+
+
+#: Every command of this module, for ``cli.add_command``.
+vacuum_commands = (vacuum_cmd,)

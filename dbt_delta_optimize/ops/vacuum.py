@@ -1,0 +1,334 @@
+"""``vacuum``: delta-spark 4.4's ``VACUUM [LITE|FULL] [RETAIN n HOURS] [DRY RUN]``, without a JVM for a path.
+
+Every check happens before the first delete: the protocol gate (``vacuumProtocolCheck`` included), the
+retention (a retention shorter than the table's ``delta.deletedFileRetentionDuration`` is refused unless
+``allow_short_retention``), and lite mode's log coverage. Then, as delta-spark does, an empty
+``VACUUM START`` commit (when vacuum logging is on), the deletes, and ``VACUUM END``. Between the plan and
+the first delete the log is read again: a file a concurrent commit made live (a RESTORE, a re-add) is
+not deleted. After a run, ``_delta_log/_last_vacuum_info`` records the newest commit outside the retention,
+in delta-spark's format, after a full run too: lite mode then works again from there (delta-io/delta#4162).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlparse
+
+from ..delta.commit import Transaction
+from ..delta.log import list_log
+from ..delta.protocol import ensure_write_supported
+from ..delta.storage import LocalStorage, Storage, join
+from ..delta.vacuum_log import (
+    added_since,
+    commit_timestamps,
+    live_files,
+    range_files,
+    read_last_vacuum,
+    read_state,
+    write_last_vacuum,
+)
+from ..errors import InvalidArgumentError, InvalidConfigError
+from ..options import VACUUM_OPTIONS, resolve_values
+from ..plan.vacuum import (
+    Candidate,
+    VacuumPlan,
+    active_commit_at,
+    is_hidden,
+    lite_range,
+    parse_interval_ms,
+    parse_retain_ms,
+    plan_lite,
+    plan_vacuum,
+    protected_paths,
+    relative_path,
+    retention_problem,
+)
+from .arguments import check_table
+from .pipeline import Session, Target
+from .table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..delta.snapshot import Snapshot
+
+__all__ = ["VacuumMetrics", "vacuum"]
+
+log = logging.getLogger(__name__)
+
+VacuumMode = Literal["full", "lite"]
+#: delta-spark logs vacuums by default on these schemes (``VacuumCommandImpl.supportedFsForLogging``).
+_LOGGED_SCHEMES = ("", "file", "wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "hdfs", "az", "azure")
+DEFAULT_RETENTION = "interval 1 week"
+#: Deletes per batch (and per progress report).
+BATCH = 5000
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class VacuumMetrics:
+    """What one VACUUM did (or, dry run, would do)."""
+
+    table: str
+    mode: VacuumMode
+    dry_run: bool
+    retention_ms: int  #: the retention applied
+    table_retention_ms: int  #: the table's delta.deletedFileRetentionDuration
+    delete_before_ms: int  #: files older than this (and not needed) were deleted
+    files_deleted: int
+    bytes_deleted: int
+    folders_deleted: int
+    files_listed: int
+    read_version: int
+    eligible_start_version: int | None = None
+    eligible_end_version: int | None = None
+    start_commit: int | None = None  #: the VACUUM START version (vacuum logging)
+    end_commit: int | None = None
+    kept_by_concurrent_commits: int = 0  #: planned deletes a concurrent commit made live again
+    duration_s: float = 0.0
+    files: tuple[Candidate, ...] = field(default=(), repr=False)
+
+    def to_dict(self, *, include_files: bool | None = None) -> dict[str, Any]:
+        """JSON-ready; the files (with bytes and why) are listed in a dry run unless told otherwise."""
+        out: dict[str, Any] = {
+            "table": self.table,
+            "mode": self.mode,
+            "dryRun": self.dry_run,
+            "retentionMs": self.retention_ms,
+            "tableRetentionMs": self.table_retention_ms,
+            "deleteBeforeMs": self.delete_before_ms,
+            "filesDeleted": self.files_deleted,
+            "bytesDeleted": self.bytes_deleted,
+            "foldersDeleted": self.folders_deleted,
+            "filesListed": self.files_listed,
+            "readVersion": self.read_version,
+            "eligibleStartVersion": self.eligible_start_version,
+            "eligibleEndVersion": self.eligible_end_version,
+            "startCommit": self.start_commit,
+            "endCommit": self.end_commit,
+            "keptByConcurrentCommits": self.kept_by_concurrent_commits,
+            "durationS": round(self.duration_s, 3),
+        }
+        if self.dry_run if include_files is None else include_files:
+            out["files"] = [{"path": c.path, "bytes": c.size, "reason": c.reason} for c in self.files]
+        return out
+
+
+def _table_retention_ms(snapshot: Snapshot) -> int:
+    text = snapshot.configuration.get("delta.deletedFileRetentionDuration", DEFAULT_RETENTION)
+    try:
+        return parse_interval_ms(text)
+    except ValueError:
+        raise InvalidConfigError(
+            f"The table property delta.deletedFileRetentionDuration of {snapshot.location} is {text!r}, not an "
+            "interval such as 'interval 7 days'. Fix the property (ALTER TABLE ... SET TBLPROPERTIES). Nothing was deleted."
+        ) from None
+
+
+def _retain_ms(retain: str | float | None) -> int | None:
+    if retain is None:
+        return None
+    try:
+        return parse_retain_ms(retain)
+    except ValueError as exc:
+        raise InvalidArgumentError(
+            f"retain: {exc} Give a duration such as 168h, 7d or 0h (hours if no unit)."
+            if "0 hours" not in str(exc)
+            else f"retain: {exc}"
+        ) from None
+
+
+def _logging_on(setting: bool | None, location: str) -> bool:
+    if setting is not None:
+        return setting
+    scheme = urlparse(location).scheme if "://" in location else ""
+    return scheme in _LOGGED_SCHEMES
+
+
+def _lite_plan(table: Table, protected: set[str], delete_before: int) -> tuple[VacuumPlan, int | None]:
+    snapshot, storage, root = table.snapshot, table.storage, table.location
+    outside = _outside(snapshot, delete_before)
+    listing = list_log(storage, root)
+    earliest = listing.commits[0] if listing.commits else snapshot.version
+    try:
+        found = lite_range(
+            earliest=earliest,
+            snapshot_version=snapshot.version,
+            outside=outside,
+            last_vacuum=read_last_vacuum(storage, root),
+        )
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{table.name}: {exc} Nothing was deleted.") from None
+    if found is None:
+        return VacuumPlan(), outside
+    start, end = found
+    files = range_files(storage, root, start, end)
+    local = isinstance(storage, LocalStorage)  # Hadoop's local file system leaves `.name.crc` sidecars
+    plan = plan_lite(
+        root, files, protected=protected, delete_before=delete_before, start=start, end=end, sidecars=local
+    )
+    return plan, outside
+
+
+def _outside(snapshot: Snapshot, delete_before: int) -> int | None:
+    """The newest commit at or before ``delete_before`` (delta-spark's latestCommitVersionOutsideOfRetention)."""
+    from ..delta.in_commit_timestamps import enablement, ict_enabled
+
+    ict_from = None
+    if ict_enabled(snapshot.metadata):
+        found = enablement(snapshot.metadata)
+        ict_from = found[0] if found is not None else 0
+    commits = commit_timestamps(snapshot.storage, snapshot.location, ict_from=ict_from)
+    return active_commit_at([c for c in commits if c[0] <= snapshot.version], delete_before)
+
+
+def _full_plan(table: Table, protected: set[str], delete_before: int, expired: list[str]) -> VacuumPlan:
+    snapshot = table.snapshot
+    columns = snapshot.partition_columns
+    # hidden names are not entered, but `.name.crc` sidecars are seen (deleted with their files)
+    listing = table.storage.walk(
+        table.location, lambda name: is_hidden(name, columns) and not name.endswith(".crc"), by_prefix=bool(columns)
+    )
+    return plan_vacuum(
+        table.location,
+        listing,
+        protected=protected,
+        delete_before=delete_before,
+        partition_columns=columns,
+        tombstone_paths=expired,
+    )
+
+
+def _guard(table: Table, plan: VacuumPlan) -> tuple[VacuumPlan, int]:
+    """The plan minus what commits after the snapshot made live (or gave a DV): read just before deleting."""
+    paths, dvs = added_since(table.storage, table.location, table.version)
+    live = {r for p in paths if (r := relative_path(p, table.location)) is not None} | dvs
+    kept = sum(1 for c in plan.files if c.path in live)
+    return (plan.without(live), kept) if kept else (plan, 0)
+
+
+def _delete(storage: Storage, root: str, plan: VacuumPlan, progress: Progress | None) -> tuple[int, int]:
+    paths = [join(root, c.path) for c in plan.files]
+    deleted = 0
+    for i in range(0, len(paths), BATCH):
+        deleted += storage.delete_many(paths[i : i + BATCH])
+        if progress is not None:
+            progress(min(i + BATCH, len(paths)), len(paths))
+    if plan.sidecars:
+        storage.delete_many([join(root, s) for s in plan.sidecars])
+    folders = sum(1 for d in plan.folders if storage.remove_empty_dir(join(root, d)))
+    return deleted, folders
+
+
+def _open(name: str, storage_options: Mapping[str, str] | None, session: Session) -> Table:
+    """The table with its protocol and metadata only: the live files come from ``read_state``."""
+    from ..delta.snapshot import load_log_snapshot
+    from ..delta.storage import storage_for, table_uri
+
+    name = check_table(name)
+    # A path with a slash is a path (engine.session.is_path): no need to import the Spark side to say so.
+    location = name if "/" in name else Target(name, storage_options).location(session)
+    storage = storage_for(table_uri(location), storage_options)
+    return Table(name, location, storage_options, load_log_snapshot(location, storage=storage))
+
+
+def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
+    return Transaction(snapshot).commit([], operation, parameters, metrics).version
+
+
+def vacuum(
+    spark: SparkSession | None,
+    table: str | Table,
+    *,
+    retain: str | float | None = None,
+    mode: VacuumMode = "full",
+    dry_run: bool = False,
+    allow_short_retention: bool | None = None,
+    vacuum_logging: bool | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> VacuumMetrics:
+    """Delete the files no version inside the retention needs; see the module's docstring for the rules.
+
+    ``retain`` defaults to the table's ``delta.deletedFileRetentionDuration`` (7 days); a number is hours.
+    Spark is used only to resolve a catalog name and read the session's conf; a path needs no JVM.
+    """
+    started = time.monotonic()
+    if mode not in ("full", "lite"):
+        raise InvalidArgumentError(f"mode must be 'full' or 'lite', got {mode!r}.")
+    retain_ms = _retain_ms(retain)
+    session = Session(spark)
+    overrides = {"allow_short_retention": allow_short_retention, "vacuum_logging": vacuum_logging}
+    no_spark = spark is None and "pyspark" not in sys.modules  # no session to read (and no Spark import)
+    settings = resolve_values(VACUUM_OPTIONS, None if no_spark else session.conf(), overrides, what="vacuum")
+    opened = table if isinstance(table, Table) else _open(table, storage_options, session)
+    snapshot = opened.snapshot
+    ensure_write_supported(snapshot.protocol, snapshot.metadata, table=opened.name)
+    table_ms = _table_retention_ms(snapshot)
+    problem = retention_problem(retain_ms, table_ms, allow_short=bool(settings["allow_short_retention"]))
+    if problem is not None:
+        raise InvalidArgumentError(f"{opened.name}: {problem}")
+    retention = table_ms if retain_ms is None else retain_ms
+    delete_before = int(time.time() * 1000) - retention
+
+    live, dead = read_state(
+        opened.storage, opened.location, snapshot.version, list_log(opened.storage, opened.location)
+    )
+    if isinstance(table, Table):  # deltalake's replay is there already: keep what either one calls live
+        live.extend(live_files(snapshot.file_table.adds))
+    protected = protected_paths(opened.location, live, dead, delete_before)
+    if mode == "lite":
+        plan, outside = _lite_plan(opened, protected, delete_before)
+    else:
+        expired = [t.path for t in dead if t.deletion_timestamp < delete_before]
+        plan, outside = _full_plan(opened, protected, delete_before, expired), None
+
+    def metrics(p: VacuumPlan, **done: Any) -> VacuumMetrics:
+        return VacuumMetrics(
+            opened.name, mode, dry_run, retention, table_ms, delete_before,
+            done.get("files", len(p.files)), p.bytes, done.get("folders", len(p.folders)), p.files_listed,
+            snapshot.version, p.eligible_start_version, p.eligible_end_version, done.get("start"),
+            done.get("end"), done.get("kept", 0), time.monotonic() - started, p.files,
+        )  # fmt: skip
+
+    if dry_run:
+        return metrics(plan)
+    logged = _logging_on(settings["vacuum_logging"], opened.location)
+    start = None
+    if logged:
+        start = _commit(
+            snapshot,
+            "VACUUM START",
+            {
+                "retentionCheckEnabled": not settings["allow_short_retention"],
+                "defaultRetentionMillis": table_ms,
+                **({"specifiedRetentionMillis": retain_ms} if retain_ms is not None else {}),
+            },
+            {"numFilesToDelete": len(plan.files), "sizeOfDataToDelete": plan.bytes},
+        )
+    plan, kept = _guard(opened, plan)
+    try:
+        files, folders = _delete(opened.storage, opened.location, plan, progress)
+    except BaseException:
+        if logged:
+            _commit(snapshot, "VACUUM END", {"status": "FAILED"}, {})
+        raise
+    end = None
+    if logged:
+        end = _commit(
+            snapshot,
+            "VACUUM END",
+            {"status": "COMPLETED"},
+            {"numDeletedFiles": files, "numVacuumedDirectories": folders},
+        )
+    if mode == "full":
+        outside = _outside(snapshot, delete_before)
+    if outside is not None:
+        write_last_vacuum(opened.storage, opened.location, outside)
+    log.info("vacuumed %s: %d files (%d bytes), %d folders", opened.name, files, plan.bytes, folders)
+    return metrics(plan, files=files, folders=folders, start=start, end=end, kept=kept)

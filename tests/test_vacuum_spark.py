@@ -1,0 +1,167 @@
+"""VACUUM against delta-spark 4.4 on twin copies of one table: the same files are left, in full and lite mode.
+
+The table has deletion vectors, change data (``_change_data``), a ``_``-prefixed partition column, our
+OPTIMIZE's tombstones, an old orphan, a young orphan and hidden files. Each case copies it twice (mtimes
+kept), runs delta-spark's ``VACUUM`` on one copy and ours on the other, and compares the files left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from dbt_delta_optimize.ops.optimize import optimize
+from dbt_delta_optimize.ops.vacuum import vacuum
+
+CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+OLD = time.time() - 10 * 86400
+
+
+def _files(root: str) -> set[str]:
+    out = set()
+    for d, _, names in os.walk(root):
+        for n in names:
+            rel = os.path.relpath(os.path.join(d, n), root)
+            if not rel.startswith("_delta_log"):
+                out.add(rel)
+    return out
+
+
+def _debris(path: str) -> None:
+    for rel in ("_p=a/orphan-old.parquet", "orphan-old.parquet", "_change_data/stray-old.parquet"):
+        p = Path(path, rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"old")
+        os.utime(p, (OLD, OLD))
+    Path(path, "deletion_vector_00000000-0000-0000-0000-000000000000.bin").write_bytes(b"dv")
+    os.utime(Path(path, "deletion_vector_00000000-0000-0000-0000-000000000000.bin"), (OLD, OLD))
+    Path(path, "_p=b/orphan-young.parquet").write_bytes(b"young")
+    for rel in (".hidden", "_hidden/x.parquet", "_p=a/.hidden.crc", "_delta_log/.keep"):
+        p = Path(path, rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"h")
+        os.utime(p, (OLD, OLD))
+
+
+@pytest.fixture(scope="module")
+def table(spark, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("vacuum") / "t")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id INT, v STRING, _p STRING) USING delta PARTITIONED BY (_p) "
+        "TBLPROPERTIES ('delta.enableDeletionVectors'='true', 'delta.enableChangeDataFeed'='true')"
+    )
+    for i in range(3):
+        rows = [(i * 10 + j, f"v{j}", "a" if j % 2 else "b") for j in range(10)]
+        spark.createDataFrame(rows, "id INT, v STRING, _p STRING").write.format("delta").mode("append").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 5 = 0")
+    spark.sql(f"UPDATE delta.`{path}` SET v = 'u' WHERE id = 3")
+    metrics = optimize(spark, path)
+    assert metrics.num_files_removed > 0
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 7")
+    _debris(path)
+    return path
+
+
+def _twins(table: str, tmp_path: Path) -> tuple[str, str]:
+    a, b = str(tmp_path / "spark"), str(tmp_path / "ours")
+    shutil.copytree(table, a)
+    shutil.copytree(table, b)
+    return a, b
+
+
+def _spark_vacuum(spark, path: str, clause: str) -> None:
+    spark.conf.set(CHECK, "false")
+    try:
+        spark.sql(f"VACUUM '{path}' {clause}").collect()
+    finally:
+        spark.conf.unset(CHECK)
+
+
+def _rows(spark, path: str) -> list:
+    return sorted(spark.read.format("delta").load(path).collect())
+
+
+@pytest.mark.parametrize(
+    ("mode", "clause", "retain"),
+    [("full", "RETAIN 0 HOURS", "0h"), ("lite", "LITE RETAIN 0 HOURS", "0h"), ("full", "RETAIN 1 HOURS", "1h")],
+)
+def test_same_files_left_as_delta_spark(spark, table, tmp_path, mode, clause, retain):
+    a, b = _twins(table, tmp_path)
+    before = _files(a)
+    _spark_vacuum(spark, a, clause)
+    metrics = vacuum(spark, b, retain=retain, mode=mode, allow_short_retention=True)
+    assert _files(b) == _files(a)
+    assert metrics.files_deleted == len({f for f in before - _files(b) if not f.endswith(".crc")}) > 0
+    assert _rows(spark, b) == _rows(spark, a)
+    # hidden files and the log are never touched
+    assert {".hidden", "_hidden/x.parquet", "_p=a/.hidden.crc"} <= _files(b)
+    assert os.path.exists(os.path.join(b, "_delta_log", ".keep"))
+    if retain == "0h":
+        kinds = {c.reason for c in metrics.files}
+        assert {"expired tombstone", "unused deletion vector", "change data"} <= kinds
+        # our commits record the run as delta-spark's do
+        ops = [r.operation for r in spark.sql(f"DESCRIBE HISTORY delta.`{b}` LIMIT 2").collect()]
+        assert ops == ["VACUUM END", "VACUUM START"]
+
+
+def test_default_retention_deletes_nothing_young(spark, table, tmp_path):
+    a, b = _twins(table, tmp_path)
+    before = _files(b)
+    spark.sql(f"VACUUM '{a}'").collect()
+    metrics = vacuum(spark, b)
+    assert _files(b) == _files(a)
+    gone = before - _files(b)
+    assert gone == {"_p=a/orphan-old.parquet", "orphan-old.parquet", "_change_data/stray-old.parquet",
+                    "deletion_vector_00000000-0000-0000-0000-000000000000.bin"}  # fmt: skip
+    assert all(os.path.getmtime(os.path.join(table, g)) < time.time() - 7 * 86400 for g in gone)
+    assert metrics.files_deleted == 4 and metrics.retention_ms == 7 * 24 * 3600 * 1000
+
+
+def test_dry_run_deletes_nothing_and_lists_what_delta_spark_would_delete(spark, table, tmp_path):
+    a, b = _twins(table, tmp_path)
+    before = _files(b)
+    spark.conf.set(CHECK, "false")
+    try:
+        listed = {r.path for r in spark.sql(f"VACUUM '{a}' RETAIN 0 HOURS DRY RUN").collect()}
+    finally:
+        spark.conf.unset(CHECK)
+    metrics = vacuum(spark, b, retain="0h", allow_short_retention=True, dry_run=True)
+    assert _files(b) == before
+    ours = {os.path.join(b, f["path"]) for f in metrics.to_dict()["files"]}
+    theirs = {p.removeprefix("file:").replace(a, b, 1) for p in listed if os.path.isfile(p.removeprefix("file:"))}
+    assert ours == theirs
+    assert all(f["bytes"] > 0 for f in metrics.to_dict()["files"])
+
+
+def test_lite_after_a_pruned_log_refuses_like_delta_spark_then_works_after_a_full_run(spark, table, tmp_path):
+    from deltalake import DeltaTable
+
+    from dbt_delta_optimize.errors import InvalidArgumentError
+
+    a, b = _twins(table, tmp_path)
+    for path in (a, b):
+        dt = DeltaTable(path)
+        dt.create_checkpoint()
+        for v in range(dt.version()):  # what log cleanup leaves: a checkpoint, no earlier commits
+            os.remove(os.path.join(path, "_delta_log", f"{v:020d}.json"))
+    with pytest.raises(Exception, match=r"DELTA_CANNOT_VACUUM_LITE|VACUUM FULL"):
+        _spark_vacuum(spark, a, "LITE RETAIN 0 HOURS")
+    before = _files(b)
+    with pytest.raises(InvalidArgumentError, match="Please run VACUUM FULL"):
+        vacuum(spark, b, retain="0h", mode="lite", allow_short_retention=True)
+    assert _files(b) == before
+    vacuum(spark, b, retain="0h", allow_short_retention=True)
+    spark.sql(f"DELETE FROM delta.`{b}` WHERE id = 11")  # a new tombstone for lite to find
+    spark.sql(f"DELETE FROM delta.`{b}` WHERE id = 12")
+    time.sleep(1)
+    # ours works again from the full run, and so does delta-spark's lite (it reads our _last_vacuum_info)
+    c = str(tmp_path / "spark-lite")
+    shutil.copytree(b, c)
+    metrics = vacuum(spark, b, retain="0h", mode="lite", allow_short_retention=True)
+    _spark_vacuum(spark, c, "LITE RETAIN 0 HOURS")
+    assert _files(b) == _files(c)
+    assert metrics.eligible_start_version is not None
