@@ -32,6 +32,7 @@ from . import spark_hooks, sql_hooks, target_files
 from .connection import SparkTarget
 from .hook import decide
 from .maintain_bridge import run_maintain
+from .outcome import Outcome, Report
 from .settings import OperationArgs, parse_operation_args, parse_settings
 from .spark_hooks import Spark, files_after, open_delta, optimized
 from .sql_engine import SqlConnection
@@ -102,24 +103,6 @@ def _plan_or_run(
         files_after(record, handle, False)
     else:
         files_after(record, handle, run(spark, handle, args, record))
-
-
-def _line(record: dict[str, Any]) -> str:
-    """The one line the macros log: table, decision, files and bytes before -> after, seconds."""
-    fb, fa = record.get("files_before"), record.get("files_after")
-    files = f"files {fb} -> {fa}" if fb is not None and fa is not None else "files -"
-    bb, ba = record.get("bytes_before"), record.get("bytes_after")
-    size = f", bytes {bb} -> {ba}" if bb is not None and ba is not None else ""
-    note = f" ({record['reason']})" if record.get("status") == "skipped" and record.get("reason") else ""
-    error = f" ERROR {record['error']}" if record.get("error") else ""
-    decision = record.get("decision", record.get("status"))
-    engine = _ENGINE_LABELS.get(str(record.get("engine")))
-    via = f" via {engine.format(method=record.get('method'))}" if engine and decision != "skipped" else ""
-    return f"delta_optimize {record['table']}: {decision}{via}, {files}{size}, {record['seconds']}s{note}{error}"
-
-
-#: how the log line names the engine that did the work (the results file has ``engine`` and ``method``)
-_ENGINE_LABELS = {"spark": "spark", "connect": "spark connect", "sql": "sql ({method})"}
 
 
 def _failed(record: dict[str, Any], exc: Exception) -> None:
@@ -384,16 +367,14 @@ class Bridge:
         return self._finish(files, record, t0)
 
     @staticmethod
-    def _finish(files: target_files.InvocationFiles, record: dict[str, Any], t0: float) -> dict[str, Any]:
-        record["seconds"] = round(time.perf_counter() - t0, 2)
-        if record.get("error") and record.get("status") != "failed":
-            record["status"] = "failed"
-        record["line"] = _line(record)
+    def _finish(files: target_files.InvocationFiles, record: Report, t0: float) -> dict[str, Any]:
+        """The call's frozen ``Outcome``, made once from what the executors reported; the file and line from it."""
+        entry = Outcome.of(record, time.perf_counter() - t0).to_dict()
         try:
-            files.append_result(record)
+            files.append_result(entry)
         except OSError as exc:  # reporting must not break the run
             log.warning("could not write %s: %s", RESULTS_FILE, exc)
-        out: dict[str, Any] = json.loads(json.dumps(record, default=str))
+        out: dict[str, Any] = json.loads(json.dumps(entry, default=str))
         return out
 
     @staticmethod

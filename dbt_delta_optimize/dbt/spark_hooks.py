@@ -16,6 +16,7 @@ from ..errors import NotADeltaTableError, TableNotFoundError
 from ..ops.pipeline import Session
 from ..ops.table import Table, open_table
 from .hook import Decision, model_settings, table_skip
+from .outcome import Report
 from .settings import ModelSettings
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ Spark = Callable[[], Any]
 
 
 def open_delta(
-    record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None, spark: Spark
+    record: Report, table: str, file_format: str | None, options: Mapping[str, str] | None, spark: Spark
 ) -> Table | None:
     """The table opened once, or None after marking ``record`` skipped (non-Delta model, missing table)."""
     reason = table_skip(file_format)
@@ -48,7 +49,7 @@ def open_delta(
     return handle
 
 
-def _ensure_clustered(spark: Spark, record: dict[str, Any], handle: Table, columns: tuple[str, ...]) -> Table:
+def _ensure_clustered(spark: Spark, record: Report, handle: Table, columns: tuple[str, ...]) -> Table:
     """ALTER TABLE ... CLUSTER BY the model's columns when the table is not clustered by them yet.
 
     dbt-spark creates tables without CLUSTER BY; delta-spark turns an unpartitioned table into a
@@ -90,20 +91,20 @@ def _auto_compact(spark: Spark, handle: Table, since: int | None, s: ModelSettin
     )
 
 
-def optimized(record: dict[str, Any], m: OptimizeMetrics) -> bool:
+def optimized(record: Report, m: OptimizeMetrics) -> bool:
     wrote = bool(m.committed_versions)
     record.update(decision="optimize", status="optimized" if wrote else "nothingToDo", metrics=m.to_dict())
     return wrote
 
 
-def _auto_compacted(record: dict[str, Any], r: AutoCompactResult) -> bool:
+def _auto_compacted(record: Report, r: AutoCompactResult) -> bool:
     record.update(decision=r.status, status=r.status, reason=r.reason, auto_compact=r.to_dict())
     if r.error:
         record["error"] = r.error
     return r.ran or bool(r.error)  # a failed run may have committed some batches
 
 
-def files_after(record: dict[str, Any], handle: Table, wrote: bool) -> None:
+def files_after(record: Report, handle: Table, wrote: bool) -> None:
     """The counts after: the table read again only when something was committed."""
     if wrote:
         record["files_after"], record["bytes_after"] = handle.refresh().counts()
@@ -117,7 +118,7 @@ def _conf(spark: Spark) -> Any:
 
 def run_model(
     spark: Spark,
-    record: dict[str, Any],
+    record: Report,
     table: str,
     file_format: str | None,
     s: ModelSettings,

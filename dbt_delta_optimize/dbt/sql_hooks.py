@@ -1,6 +1,6 @@
 """The bodies of the hooks and run-operations when the work goes through dbt's SQL connection.
 
-Each fills the same result record as the session path (decision, status, files and bytes before and
+Each fills the same report (``outcome.Report``) as the session path (decision, status, files and bytes before and
 after, metrics), plus ``engine: "sql"``, ``method`` (thrift, http, odbc), ``log_readable`` and the
 validator's reports. The bridge catches what they raise, as it does on a session.
 """
@@ -14,6 +14,7 @@ from ..options import parse_size
 from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from . import sql_statements as sql
 from .hook import Decision, table_skip
+from .outcome import Report
 from .settings import ModelSettings, OperationArgs
 from .sql_engine import (
     SqlConnection,
@@ -40,7 +41,7 @@ def table_version(conn: SqlConnection, table: str, options: Mapping[str, str] | 
 
 
 def _open(
-    conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, options: Mapping[str, str] | None
+    conn: SqlConnection, record: Report, table: str, file_format: str | None, options: Mapping[str, str] | None
 ) -> SqlTable | None:
     """The table, or None after marking ``record`` skipped (non-Delta model, missing table)."""
     entry: TableEntry | None = None
@@ -65,7 +66,7 @@ def _changed(metrics: Mapping[str, Any]) -> bool:
     return any((metrics.get(k) or 0) > 0 for k in keys)
 
 
-def _finish(t: SqlTable, record: dict[str, Any], before: int | None, wrote: bool) -> None:
+def _finish(t: SqlTable, record: Report, before: int | None, wrote: bool) -> None:
     """Validate what the server committed (log readable) and count the files after."""
     if wrote:
         record["validation"] = t.validate(before)
@@ -74,9 +75,7 @@ def _finish(t: SqlTable, record: dict[str, Any], before: int | None, wrote: bool
         record["files_after"], record["bytes_after"] = record["files_before"], record["bytes_before"]
 
 
-def _given(
-    conn: SqlConnection, record: dict[str, Any], table: str, s: ModelSettings, given: str | Mapping[str, str]
-) -> None:
+def _given(conn: SqlConnection, record: Report, table: str, s: ModelSettings, given: str | Mapping[str, str]) -> None:
     """The settings given, each marked applied or not, and the one warning naming every one SQL cannot honour.
 
     Through SQL the server's conf is not ours to read: only what was given is recorded (its source), and
@@ -99,9 +98,7 @@ def _given(
 
 
 # ----------------------------------------------------------------------------- OPTIMIZE
-def _optimize(
-    t: SqlTable, record: dict[str, Any], where: Sequence[str], zorder_by: Sequence[str], s: ModelSettings
-) -> bool:
+def _optimize(t: SqlTable, record: Report, where: Sequence[str], zorder_by: Sequence[str], s: ModelSettings) -> bool:
     plan = None
     if t.snapshot is not None:
         from ..api import plan_optimize
@@ -126,7 +123,7 @@ def _optimize(
     return wrote
 
 
-def _ensure_clustered(t: SqlTable, record: dict[str, Any], columns: tuple[str, ...]) -> None:
+def _ensure_clustered(t: SqlTable, record: Report, columns: tuple[str, ...]) -> None:
     """ALTER TABLE ... CLUSTER BY the model's columns when the server says it is not clustered by them yet."""
     current = [c.lower() for c in t.clustering_columns()]
     if current != [c.lower() for c in columns]:
@@ -182,7 +179,7 @@ def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tup
     return {**out, "status": d.status, "reason": reason, "partitions": None}, config
 
 
-def _auto(t: SqlTable, record: dict[str, Any], since: int | None, s: ModelSettings) -> bool:
+def _auto(t: SqlTable, record: Report, since: int | None, s: ModelSettings) -> bool:
     decision, config = _auto_decision(t, since, s) if t.snapshot is not None else _estimated_decision(t, since, s)
     partitions = decision.pop("partitions", None)
     record.update(decision=decision["status"], status=decision["status"], reason=decision["reason"])
@@ -203,7 +200,7 @@ def _auto(t: SqlTable, record: dict[str, Any], since: int | None, s: ModelSettin
 # ----------------------------------------------------------------------------- entry points
 def run_model(
     conn: SqlConnection,
-    record: dict[str, Any],
+    record: Report,
     table: str,
     file_format: str | None,
     s: ModelSettings,
@@ -226,9 +223,7 @@ def run_model(
     _finish(t, record, before, wrote)
 
 
-def run_optimize(
-    conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, args: OperationArgs
-) -> None:
+def run_optimize(conn: SqlConnection, record: Report, table: str, file_format: str | None, args: OperationArgs) -> None:
     """``run-operation optimize`` on one table through SQL (a plan only, with dry_run)."""
     t = _open(conn, record, table, file_format, args.storage_options)
     if t is None:
@@ -242,9 +237,7 @@ def run_optimize(
     _finish(t, record, before, _optimize(t, record, args.where, args.zorder_by, s))
 
 
-def run_purge(
-    conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, args: OperationArgs
-) -> None:
+def run_purge(conn: SqlConnection, record: Report, table: str, file_format: str | None, args: OperationArgs) -> None:
     """``run-operation purge`` on one table: ``REORG TABLE ... APPLY (PURGE)`` through SQL."""
     t = _open(conn, record, table, file_format, args.storage_options)
     if t is None:
@@ -271,7 +264,7 @@ def run_purge(
     _finish(t, record, before, wrote)
 
 
-def _dry_run(t: SqlTable, record: dict[str, Any], statements: Any, mode: str, args: OperationArgs) -> None:
+def _dry_run(t: SqlTable, record: Report, statements: Any, mode: str, args: OperationArgs) -> None:
     """A plan (log readable) and the statements that would run; nothing is sent but DESCRIBE."""
     plan = None
     if t.snapshot is not None:
