@@ -150,6 +150,21 @@ def test_run_operations_and_the_log_free_path_over_thrift(project, thrift_server
     assert last_commit(thrift_server, "events_incremental")["operation"] == "OPTIMIZE"
     assert len(same_rows(thrift_server, "events_incremental")) == 6 * n
 
+    # Settings SQL cannot honour (a time budget, one commit per bin): the hook runs without them and says so in ONE
+    # warning naming every one, once for the table, and the results file marks each not applied.
+    out = project("run", "-s", "events_sql_ignored", "--vars", "{ddo_sql_settings: true}")
+    (r,) = project.results()
+    assert r["engine"] == "sql" and "commit_every=1" in r["warning"] and "max_duration=3600.0" in r["warning"], r
+    assert out.count("cannot apply and were ignored") == 1, out[-3000:]
+    assert out.count("commit_every=1") == 1 and out.count("max_duration=3600.0") == 1, out[-3000:]
+    assert r["settings"]["commit_every"]["applied"] is False and r["settings"]["max_duration"]["applied"] is False
+    assert r["settings"]["min_num_files"] == {"value": 2, "source": "meta", "applied": True}
+    # on_error: fail over thrift: the server refuses the OPTIMIZE (WHERE on a non-partition column); the model fails
+    failed = project.fails("run", "-s", "settings_fail", "--vars", "{ddo_settings: true}")
+    (r,) = project.results()
+    assert r["status"] == "failed" and r["engine"] == "sql" and "amount" in r["error"], r
+    assert "delta_optimize ddo_it.settings_fail: failed via sql (thrift)" in failed, failed[-3000:]
+
 
 def test_merge_snapshot_and_full_refresh_over_thrift(project, thrift_server):
     """A MERGE on a deletion-vector table, a snapshot's MERGE, and a --full-refresh: each compacted, rows kept."""
