@@ -57,6 +57,7 @@ def last_commit(server, name: str) -> dict:
 def test_the_connection_method_is_what_dbts_adapter_says(thrift_server, tmp_path):
     """dbt's `target` has no `method`; the bridge reads it from adapter.config.credentials (no connection opened)."""
     env = {"DBT_DELTA_OPTIMIZE_THRIFT_PORT": str(thrift_server.port), "DBT_DELTA_OPTIMIZE_JARS": "unused.jar"}
+    DbtProject(tmp_path / "deps", "thrift", env)("deps")  # the package itself, whichever test runs first
     for target, engine in (("thrift", "through dbt's connection"), ("http", "through dbt's connection"),
                            ("session", "in dbt's own Spark session")):  # fmt: skip
         out = DbtProject(tmp_path / target, target, env)("run-operation", "delta_optimize_engine")
