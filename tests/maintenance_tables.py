@@ -86,6 +86,8 @@ def make_table(
             for a in adds[files:]
         ]
         _commit(root, 1, removes, "DELETE", when)
+        for a in adds[files:]:  # written before they were removed (VACUUM deletes by the file's own age too)
+            os.utime(os.path.join(root, a["path"]), (when / 1000, when / 1000))
     return root
 
 

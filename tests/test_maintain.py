@@ -1,9 +1,8 @@
 """``maintain`` end to end on real tables: the ranked queue, what runs, the budget, failures, the CLI, the page.
 
 Tables are written in one commit each (``maintenance_tables``); the runs go through the real
-operations (``ops.optimize``, ``ops.purge``) and, for the CLI, a real process. VACUUM and ANALYZE
-are estimated and listed here; their runners are plugged in when issues 33/34 are merged (until
-then their turn is reported as "unavailable").
+operations (``ops.optimize``, ``ops.purge``, ``ops.vacuum``, ``ops.analyze``) and, for the CLI, a
+real process.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from deltalake import DeltaTable
 from dbt_delta_optimize.errors import InvalidArgumentError, InvalidConfigError
 from dbt_delta_optimize.ops import maintain_runners
 from dbt_delta_optimize.ops.maintain import maintain
-from tests.helpers import log_snapshot
+from tests.helpers import data_files, log_snapshot
 from tests.maintenance_tables import hidden_check_tables, make_table
 
 
@@ -41,14 +40,22 @@ def _logs(tables: dict[str, str]) -> dict[str, dict[str, bytes]]:
     return {k: log_snapshot(p) for k, p in tables.items()}
 
 
+def _log_actions(path: str, version: int) -> list[dict]:
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
 def _rows(path: str) -> int:
-    return int(DeltaTable(path).count())
+    return int(DeltaTable(path).to_pyarrow_table().num_rows)  # read: count() trusts stats, F has none
 
 
 def test_the_issues_five_tables_dry_run_then_max_tables_then_a_second_run(tmp_path):
     t = hidden_check_tables(str(tmp_path))
     rows = {k: _rows(p) for k, p in t.items()}
     before = _logs(t)
+    e_files = data_files(t["E"])
+    e_tombstoned = {r["remove"]["path"] for r in _log_actions(t["E"], 1) if "remove" in r}
+    assert len(e_tombstoned) == 3 and e_tombstoned < e_files
     names = ["F", "E", "C", "B", "A", "A", "./A"]  # given out of order, A three times
     dry = cli("maintain", *names, "--dry-run", "--json", cwd=str(tmp_path))
     assert dry.returncode == 0, dry.stderr
@@ -81,12 +88,39 @@ def test_the_issues_five_tables_dry_run_then_max_tables_then_a_second_run(tmp_pa
     again = {e["table"]: e for e in json.loads(second.stdout)["tables"]}
     assert again["A"]["actions"] == [] and again["C"]["actions"] == []
     assert again["B"]["status"] == "done" and len(DeltaTable(t["B"]).file_uris()) == 1
-    # VACUUM and ANALYZE run once their operations are merged (issues 33, 34); until then they are listed
     assert again["E"]["actions"] == ["vacuum"] and again["F"]["actions"] == ["analyze"]
-    assert {again[k]["ran"][0]["status"] for k in "EF"} <= {"unavailable", "done"}
+    assert {again[k]["status"] for k in "EF"} == {"done"}
+    assert [r["status"] for k in "EF" for r in again[k]["ran"]] == ["done", "done"]
+    # VACUUM deleted E's three expired tombstoned files, and nothing else
+    assert again["E"]["ran"][0]["metrics"]["filesDeleted"] == 3
+    assert e_files - data_files(t["E"]) == e_tombstoned and data_files(t["E"]) == e_files - e_tombstoned
+    assert e_files - e_tombstoned == {a["path"] for a in _adds(t["E"])}
+    # ANALYZE gave F's file its statistics
+    f_adds = _adds(t["F"])
+    assert len(f_adds) == 1 and json.loads(f_adds[0]["stats"])["numRecords"] == rows["F"]
     after = _logs(t)
     assert after["C"] == before["C"]
     assert {k: _rows(p) for k, p in t.items()} == rows
+
+    # maintain's scoring sees VACUUM's commits (and _last_vacuum_info) and the new stats: nothing left for E, F
+    third = cli("maintain", *names, "--json", cwd=str(tmp_path))
+    assert third.returncode == 0, third.stderr
+    last = {e["table"]: e for e in json.loads(third.stdout)["tables"]}
+    assert [last[k]["actions"] for k in "ABCEF"] == [[]] * 5
+    assert {k: _rows(p) for k, p in t.items()} == rows
+
+
+def _adds(path: str) -> list[dict]:
+    """The live add actions, replayed from the JSON log (these tables have no checkpoint)."""
+    live: dict[str, dict] = {}
+    log = os.path.join(path, "_delta_log")
+    for name in sorted(n for n in os.listdir(log) if n.endswith(".json")):
+        for action in _log_actions(path, int(name.split(".")[0])):
+            if "add" in action:
+                live[action["add"]["path"]] = action["add"]
+            elif "remove" in action:
+                live.pop(action["remove"]["path"], None)
+    return list(live.values())
 
 
 def test_the_dry_run_prints_the_ranked_queue_as_a_table(tmp_path):
@@ -149,6 +183,19 @@ def test_an_action_that_fails_stops_its_table_only(tmp_path, monkeypatch):
     assert log_snapshot(t["A"]) == before
 
 
+def test_an_analyze_with_a_file_it_cannot_read_fails_the_action(tmp_path):
+    """F's only file is not Parquet any more: ANALYZE lists it as failed, which fails maintain's action."""
+    path = make_table(str(tmp_path / "F"), 1, stats=False)
+    (name,) = data_files(path)
+    with open(os.path.join(path, name), "wb") as fh:
+        fh.write(b"not parquet")
+    before = log_snapshot(path)
+    report = maintain(None, [path])
+    (table,) = report.tables
+    assert table.status == "failed" and "1 file(s) failed to analyze" in (table.error or "")
+    assert report.exit_code == 1 and log_snapshot(path) == before
+
+
 def test_no_new_work_after_the_budget_and_a_second_run_continues(tmp_path, monkeypatch):
     """Each rewrite is the real one, then holds its worker 1.2 s: a 1 s budget lets only the worst table start."""
     paths = [make_table(str(tmp_path / f"t{n:02d}"), n) for n in (12, 8, 5, 3)]
@@ -208,7 +255,7 @@ def _chromium() -> str:
 def test_the_project_page_in_a_real_browser(tmp_path):
     t = hidden_check_tables(str(tmp_path / "tables"))
     page = str(tmp_path / "project.html")
-    out = cli("maintain", *t.values(), "--max-tables", "2", "--html", page, cwd=str(tmp_path))
+    out = cli("maintain", *t.values(), "--html", page, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
     with open(page, encoding="utf-8") as fh:
         html = fh.read()
@@ -245,8 +292,8 @@ def test_the_project_page_in_a_real_browser(tmp_path):
     seen = json.loads(html_lib.unescape(raw.group(1)))
     verdicts = {name: verdict for name, verdict in seen["rows"]}
     assert list(verdicts)[:2] == [t["A"], t["B"]] and list(verdicts)[-1] == t["C"]  # rank order
-    assert verdicts[t["A"]] == verdicts[t["B"]] == "maintained"  # compacted by this run
+    # compacted, vacuumed, analyzed by this run
+    assert verdicts[t["A"]] == verdicts[t["B"]] == verdicts[t["E"]] == verdicts[t["F"]] == "maintained"
     assert verdicts[t["C"]] == "healthy"
-    assert verdicts[t["E"]] == "needs vacuum" and verdicts[t["F"]] == "needs analyze"
     ids = {i for i, complete, width in seen["images"] if complete and width > 0}
     assert ids == {"chart-scores", "chart-sizes", "chart-cost"}

@@ -7,14 +7,16 @@ without one is estimated and listed but reported as "unavailable" when its turn 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import DeltaOptimizeError
 from ..plan.liquid import is_clustered_table
 from ..plan.maintenance import ActionEstimate
+from .analyze import analyze
 from .table import Table
+from .vacuum import vacuum
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,8 +48,6 @@ def _failed_bins(metrics: Any) -> Mapping[str, Any]:
     """The metrics as JSON; bins that failed make the action fail (the rest committed)."""
     out: Mapping[str, Any] = metrics.to_dict()
     if metrics.failed_bins:
-        from ..errors import DeltaOptimizeError
-
         raise DeltaOptimizeError(f"{len(metrics.failed_bins)} bin(s) failed; the others committed")
     return out
 
@@ -76,28 +76,30 @@ def run_optimize(request: ActionRequest) -> Mapping[str, Any]:
 
 
 def run_vacuum(request: ActionRequest) -> Mapping[str, Any]:
-    """``ops.vacuum`` (issue 33), with the table's own retention and every safety check of the command.
+    """``ops.vacuum``, with the table's own retention and every safety check of the command.
 
-    Imported by name so this module does not depend on it before it exists; plug it in by adding
-    ``"vacuum": run_vacuum`` to ``RUNNERS``.
+    A vacuum that fails raises (its VACUUM END commit says FAILED), which fails the action.
     """
-    module = importlib.import_module(f"{__package__}.vacuum")
-    result: Mapping[str, Any] = module.vacuum(request.spark, request.table).to_dict()
+    result: Mapping[str, Any] = vacuum(request.spark, request.table).to_dict()
     return result
 
 
 def run_analyze(request: ActionRequest) -> Mapping[str, Any]:
-    """``ops.analyze`` (issue 34): statistics for the files without them (the indexed columns).
+    """``ops.analyze``: statistics for the files without them (the indexed columns).
 
-    Imported by name, as ``run_vacuum``; plug it in by adding ``"analyze": run_analyze`` to ``RUNNERS``.
+    Files whose stats could not be computed make the action fail (the others were committed).
     """
-    module = importlib.import_module(f"{__package__}.analyze")
-    result: Mapping[str, Any] = module.analyze(request.spark, request.table).to_dict()
-    return result
+    metrics = analyze(request.spark, request.table)
+    out: Mapping[str, Any] = metrics.to_dict()
+    if metrics.failed:
+        raise DeltaOptimizeError(f"{len(metrics.failed)} file(s) failed to analyze; the others committed")
+    return out
 
 
-#: The actions that run. vacuum and analyze are added when their operations are merged.
+#: The actions that run.
 RUNNERS: Mapping[str, Runner] = {
     "purge": run_purge,
     "optimize": run_optimize,
+    "analyze": run_analyze,
+    "vacuum": run_vacuum,
 }
