@@ -165,3 +165,24 @@ def test_lite_after_a_pruned_log_refuses_like_delta_spark_then_works_after_a_ful
     _spark_vacuum(spark, c, "LITE RETAIN 0 HOURS")
     assert _files(b) == _files(c)
     assert metrics.eligible_start_version is not None
+
+
+def test_a_catalog_table_and_a_file_uri_vacuum_as_its_path_does(spark, table, tmp_path):
+    """A catalog name resolves to a ``file:`` URI (as dbt's tables do): the plan is the path's, file for file."""
+    from dbt_delta_optimize.ops.table import open_table
+
+    a, b = _twins(table, tmp_path)
+    name = f"vacuum_by_name_{os.getpid()}"
+    spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{b}'")
+    try:
+        by_path = vacuum(spark, a, retain="0h", allow_short_retention=True, dry_run=True)
+        expected = sorted(f.path for f in by_path.files)
+        assert expected
+        for given in (name, f"file:{b}", open_table(name, spark=spark)):
+            plan = vacuum(spark, given, retain="0h", allow_short_retention=True, dry_run=True)
+            assert sorted(f.path for f in plan.files) == expected, given
+        done = vacuum(spark, name, retain="0h", allow_short_retention=True)
+        assert done.files_deleted == len(expected) and not set(expected) & _files(b)
+        assert _rows(spark, b) == _rows(spark, a)
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")

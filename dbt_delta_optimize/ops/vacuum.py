@@ -11,6 +11,7 @@ in delta-spark's format, after a full run too: lite mode then works again from t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -268,6 +269,8 @@ def vacuum(
     settings = resolve_values(VACUUM_OPTIONS, None if no_spark else session.conf(), overrides, what="vacuum")
     opened = table if isinstance(table, Table) else _open(table, storage_options, session)
     snapshot = opened.snapshot
+    # Paths are planned against the canonical root: a catalog resolves to a ``file:`` URI, the log reader to a path.
+    opened = dataclasses.replace(opened, location=snapshot.location)
     ensure_write_supported(snapshot.protocol, snapshot.metadata, table=opened.name)
     table_ms = _table_retention_ms(snapshot)
     problem = retention_problem(retain_ms, table_ms, allow_short=bool(settings["allow_short_retention"]))
