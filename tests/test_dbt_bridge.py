@@ -40,6 +40,7 @@ def test_install_adds_the_namespace_once_and_keeps_dbts_modules():
         "run_purge",
         "run_maintain",
         "run_analyze",
+        "run_vacuum",
     }
 
 

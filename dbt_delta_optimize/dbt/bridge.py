@@ -30,7 +30,7 @@ from dbt.plugins.manager import dbtPlugin
 from ..ops.effective import Kind as SettingsKind
 from . import spark_hooks, sql_hooks, target_files
 from .connection import SparkTarget
-from .hook import decide
+from .hook import decide, table_skip
 from .maintain_bridge import run_maintain
 from .outcome import Outcome, Report
 from .settings import OperationArgs, parse_operation_args, parse_settings
@@ -329,6 +329,59 @@ class Bridge:
         request = _Request("analyze", table, raw, model, file_format, over_sql, settings_kind=None)
         return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
 
+    def run_vacuum(
+        self,
+        table: str,
+        *,
+        retain: Any = None,
+        mode: Any = "full",
+        dry_run: Any = False,
+        allow_short_retention: Any = False,
+        model: str | None = None,
+        file_format: str | None = None,
+        invocation_id: str | None = None,
+        target_path: str | None = None,
+        storage_options: Any = None,
+        spark_target: Any = None,
+    ) -> dict[str, Any]:
+        """``dbt run-operation vacuum`` body for one table: our VACUUM (a dry run lists the files), or over
+        dbt's SQL connection the server's ``VACUUM ... RETAIN n HOURS [DRY RUN]``."""
+        from ..ops.vacuum import VacuumMetrics, vacuum
+        from .sql_vacuum import vacuum_args, vacuum_over_sql
+
+        checked = vacuum_args(retain, mode, allow_short_retention)
+
+        def metrics(spark: Spark, handle: Table, dry: bool) -> VacuumMetrics:
+            return vacuum(
+                spark(),
+                handle,
+                retain=None if checked.retain_ms is None else checked.retain_ms / 3_600_000,
+                mode=checked.mode,
+                dry_run=dry,
+                allow_short_retention=checked.allow_short_retention,
+            )
+
+        def plan(spark: Spark, handle: Table, args: OperationArgs) -> _Summarized:
+            return metrics(spark, handle, True)
+
+        def run(spark: Spark, handle: Table, args: OperationArgs, record: dict[str, Any]) -> bool:
+            m = metrics(spark, handle, False)
+            record.update(decision="vacuum", status="vacuumed", vacuum=m.to_dict())
+            return False  # the table's files are unchanged (only unreferenced ones were deleted)
+
+        def over_sql(
+            conn: SqlConnection, record: dict[str, Any], table: str, file_format: str | None, args: OperationArgs
+        ) -> None:
+            reason = table_skip(file_format)
+            if reason is not None:
+                record.update(decision="skipped", status="skipped", reason=reason)
+                return
+            vacuum_over_sql(conn, record, table, checked, dry_run=args.dry_run)
+
+        raw = (None, None, dry_run, storage_options)
+        request = _Request("vacuum", table, raw, model, file_format, over_sql, settings_kind=None)
+        return self._table_operation(request, invocation_id, target_path, spark_target, plan, run)
+
     def _table_operation(
         self,
         request: _Request,
@@ -393,6 +446,7 @@ class Bridge:
             "run_purge": self.run_purge,
             "run_maintain": run_maintain,
             "run_analyze": self.run_analyze,
+            "run_vacuum": self.run_vacuum,
         }
 
 

@@ -94,6 +94,10 @@ class VacuumMetrics:
     duration_s: float = 0.0
     files: tuple[Candidate, ...] = field(default=(), repr=False)
 
+    def summary(self) -> dict[str, Any]:
+        """What a dry run records (as an OptimizePlan's summary does): the metrics and the files."""
+        return self.to_dict()
+
     def to_dict(self, *, include_files: bool | None = None) -> dict[str, Any]:
         """JSON-ready; the files (with bytes and why) are listed in a dry run unless told otherwise."""
         out: dict[str, Any] = {
