@@ -8,11 +8,14 @@ budget too small for all of it does the worst table first and defers the rest; a
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from deltalake import DeltaTable
 
+from dbt_delta_optimize.api import vacuum
 from tests.dbt_project import DbtProject, session_project
+from tests.helpers import data_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -81,6 +84,31 @@ def test_run_operation_maintain_worst_first_within_a_budget_then_continues(proje
     # the first run's actual seconds calibrate the second run's predictions
     optimize_costs = [e["cost"] for t in second["tables"] for e in t["estimates"] if e["action"] == "optimize"]
     assert optimize_costs and {c["calibration"] for c in optimize_costs} == {"previous run"}
+
+    # run-operation vacuum on the compacted table: its fresh tombstones are inside the 7-day retention
+    path = _path(project, worst)
+    rows = DeltaTable(path).to_pyarrow_table().num_rows
+    listed_by_us = {c.path for c in vacuum(None, path, retain=0, allow_short_retention=True, dry_run=True).files}
+    assert listed_by_us and not vacuum(None, path, dry_run=True).files
+    project("run-operation", "vacuum", "--args", f"{{table: {worst}, retain: 0}}")
+    assert "shorter than" in project.by_table()[worst]["error"]  # refused without the opt-in
+    project(
+        "run-operation",
+        "vacuum",
+        "--args",
+        f"{{table: {worst}, retain: 0, allow_short_retention: true, dry_run: true}}",
+    )
+    planned = project.by_table()[worst]
+    assert planned["status"] == "planned" and {f["path"] for f in planned["plan"]["files"]} == listed_by_us
+    on_disk = data_files(path)
+    project("run-operation", "vacuum", "--args", f"{{table: {worst}, retain: 0, allow_short_retention: true}}")
+    done = project.by_table()[worst]
+    assert done["status"] == "vacuumed" and done["vacuum"]["filesDeleted"] == len(listed_by_us), done
+    gone = on_disk - data_files(path)
+    sidecars = {f for f in gone if f.endswith(".crc")}  # Hadoop's checksums go with their files, as in delta-spark
+    assert gone - sidecars == listed_by_us  # exactly what the dry runs listed
+    assert sidecars <= {os.path.join(os.path.dirname(f), f".{os.path.basename(f)}.crc") for f in listed_by_us}
+    assert DeltaTable(path).to_pyarrow_table().num_rows == rows
 
     assert "must be" in project.fails("run-operation", "maintain", "--args", "{select: '*', budget: soon}")
 

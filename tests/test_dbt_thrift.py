@@ -135,6 +135,16 @@ def test_run_operations_and_the_log_free_path_over_thrift(project, thrift_server
     assert all(f.deletion_vector is None for f in after.files)
     assert last_commit(thrift_server, "events_dv")["operation"] == "REORG"
     assert len(same_rows(thrift_server, "events_dv")) == n - deleted
+    # vacuum through SQL: a retention under the table's is refused before anything is sent; a dry run with
+    # the table's own retention lists nothing (the purge's tombstones are fresh) and writes nothing
+    version = DeltaTable(dv).version()
+    project("run-operation", "vacuum", "--args", "{select: events_dv, retain: 0}")
+    (r,) = project.results()
+    assert r["status"] == "failed" and "shorter than" in r["error"] and "statement" not in r, r
+    project("run-operation", "vacuum", "--args", "{select: events_dv, dry_run: true}")
+    (r,) = project.results()
+    assert r["status"] == "planned" and r["statement"] == "VACUUM `ddo_it`.`events_dv` RETAIN 168 HOURS DRY RUN", r
+    assert r["plan"]["filesDeleted"] == 0 and DeltaTable(dv).version() == version
     # analyze has no SQL in open-source Spark: the SQL path says so, and writes nothing
     version = DeltaTable(dv).version()
     out = project("run-operation", "analyze", "--args", "{select: events_dv, all: true}")
