@@ -34,6 +34,8 @@ def project(thrift_server, tmp_path_factory):
         tmp_path_factory.mktemp("dbt-thrift"), "thrift", {"DBT_DELTA_OPTIMIZE_THRIFT_PORT": str(thrift_server.port)}
     )
     p("deps")
+    # The server is shared by the session's thrift tests: each module builds the project from an empty schema.
+    thrift_server.query("DROP SCHEMA IF EXISTS ddo_it CASCADE")
     return p
 
 
