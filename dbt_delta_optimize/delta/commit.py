@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
@@ -164,7 +164,11 @@ class Transaction:
         storage: Storage | None = None,
         max_attempts: int = DEFAULT_MAX_COMMIT_ATTEMPTS,
         check_protocol: bool = True,
+        ours: Collection[int] = (),
     ) -> None:
+        """``ours``: versions after the snapshot that this same run committed (earlier batches of one
+        OPTIMIZE). They are checked and rebased over like any winner, but are not another writer's win,
+        so they do not use up an attempt."""
         if max_attempts < 1:
             raise InvalidConfigError(f"max commit attempts must be >= 1, got {max_attempts}.")
         if check_protocol:
@@ -176,6 +180,7 @@ class Transaction:
         self.in_commit_timestamps = ict_enabled(snapshot.metadata)
         self._read_paths: set[str] = set()
         self._committed = False
+        self._ours = frozenset(ours)
 
     @property
     def read_version(self) -> int:
@@ -226,6 +231,20 @@ class Transaction:
 
         version = self.read_version + 1
         rebased: list[int] = []
+
+        def rebase_over(version: int) -> None:
+            nonlocal mark, previous
+            winning = read_commit(self.storage, root, version)
+            check_conflicts(version, winning, read_paths=read, removed_paths=removed, root=root, domains=domains)
+            # Rebase: our row ids go above the winner's mark, our timestamp after the winner's.
+            theirs = winning_high_water_mark(winning, version)
+            mark = mark if theirs is None else max(mark, theirs)
+            previous = self._previous_timestamp(version, winning)
+            rebased.append(version)
+
+        while version in self._ours:  # this run's own earlier batches: not a lost attempt
+            rebase_over(version)
+            version += 1
         for attempt in range(1, self.max_attempts + 1):
             payload = self._payload(info, adds, others, version, mark if assigns else None, previous)
             if self.storage.put_if_absent(self._log_path(version), payload):
@@ -236,13 +255,7 @@ class Transaction:
                 )
             # Someone won `version`: check it and every other winner up to the newest.
             while self.storage.exists(self._log_path(version)):
-                winning = read_commit(self.storage, root, version)
-                check_conflicts(version, winning, read_paths=read, removed_paths=removed, root=root, domains=domains)
-                # Rebase: our row ids go above the winner's mark, our timestamp after the winner's.
-                theirs = winning_high_water_mark(winning, version)
-                mark = mark if theirs is None else max(mark, theirs)
-                previous = self._previous_timestamp(version, winning)
-                rebased.append(version)
+                rebase_over(version)
                 version += 1
         raise CommitFailedError(
             f"Gave up committing {operation} to {root} after {self.max_attempts} attempts: other writers kept "

@@ -146,10 +146,12 @@ def _drop_conflicting(
     return latest, kept, dropped
 
 
-def commit_batch(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult]) -> BatchCommit:
+def commit_batch(
+    snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult], *, ours: Sequence[int] = ()
+) -> BatchCommit:
     """Commit finished bins as one OPTIMIZE commit.
 
-    A concurrent commit that removed files some bins read drops only those bins (their outputs are
+    ``ours``: the versions earlier batches of this run committed (not another writer's win). A concurrent commit that removed files some bins read drops only those bins (their outputs are
     the caller's to delete); a metadata/protocol change is retried if every compacted file is still
     live and the partitioning is unchanged. Anything else stays a typed conflict.
     """
@@ -159,7 +161,7 @@ def commit_batch(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinRe
         if not kept:
             return BatchCommit(None, (), tuple(dropped))
         try:
-            result = _commit_once(snapshot, plan, kept)
+            result = _commit_once(snapshot, plan, kept, ours)
         except (ConcurrentDeleteReadError, ConcurrentDeleteDeleteError) as exc:
             if attempt == config.max_commit_attempts:
                 raise
@@ -178,7 +180,9 @@ def commit_batch(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinRe
     raise AssertionError("unreachable: the last attempt either commits or raises")
 
 
-def _commit_once(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult]) -> CommitResult:
+def _commit_once(
+    snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult], ours: Sequence[int]
+) -> CommitResult:
     from ..inspect.validate import CheckedActions, validate_actions
 
     config = plan.config
@@ -193,7 +197,7 @@ def _commit_once(snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinRe
         report = validate_actions(snapshot, adds, removes, live=live)
         _check_planned(snapshot, files_read, report)
         checked = CheckedActions(snapshot, tuple(adds), tuple(removes), report)
-    txn = Transaction(snapshot, max_attempts=config.max_commit_attempts)
+    txn = Transaction(snapshot, max_attempts=config.max_commit_attempts, ours=ours)
     txn.track_read(files_read)
     result = txn.commit([*adds, *removes], plan.commit_name, operation_parameters(plan), metrics)
     if config.validate_commits:

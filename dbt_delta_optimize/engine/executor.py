@@ -20,7 +20,7 @@ from ..delta.commit import CommitResult
 from ..delta.debris import STAGING_DIR, RunJournal, clean_debris
 from ..delta.protocol import ensure_write_supported
 from ..delta.snapshot import Snapshot
-from ..errors import CommitConflictError
+from ..errors import CommitConflictError, CommitFailedError
 from ..plan.metrics import OptimizeMetrics, RunOutcome, run_metrics
 from ..plan.ordering import order_bins
 from ..plan.planner import Bin, OptimizePlan
@@ -154,8 +154,8 @@ class OptimizeExecutor:
 
     def _commit(self, results: list[BinResult], rewriter: BinRewriter, run: _Run) -> None:
         try:
-            outcome = commit_batch(self.snapshot, self.plan, results)
-        except CommitConflictError as exc:
+            outcome = commit_batch(self.snapshot, self.plan, results, ours=tuple(c.version for c in run.committed))
+        except CommitFailedError as exc:
             raise _truthful(exc, run) from exc
         rewriter.discard(d.bin for d in outcome.dropped)
         rewriter.committed(r.bin for r in outcome.committed)
@@ -187,18 +187,19 @@ class OptimizeExecutor:
         )
 
 
-def _truthful(exc: CommitConflictError, run: _Run) -> CommitConflictError:
-    """The conflict, saying which batches did commit before it (their work is kept) and what is left."""
+def _truthful(exc: CommitFailedError, run: _Run) -> CommitFailedError:
+    """The failure, saying which batches did commit before it (their work is kept) and what is left."""
     if not run.committed:
         return exc
     versions = ", ".join(str(c.version) for c in run.committed)
     message = str(exc).replace("Nothing was committed", "This batch was not committed")
-    return type(exc)(
+    message = (
         f"{message} Earlier batches of this run did commit (versions {versions}, "
-        f"{sum(len(r.bin.files) for r in run.results)} files compacted); re-run optimize for the rest.",
-        winning_version=exc.winning_version,
-        paths=exc.paths,
+        f"{sum(len(r.bin.files) for r in run.results)} files compacted); re-run optimize for the rest."
     )
+    if isinstance(exc, CommitConflictError):
+        return type(exc)(message, winning_version=exc.winning_version, paths=exc.paths)
+    return type(exc)(message)
 
 
 def _copy_metrics(results: Sequence[BinResult]) -> dict[str, Any]:
