@@ -92,6 +92,9 @@ def _build(url: str) -> tuple[int, list[int]]:
         v, w = rng.integers(0, 2**62, ROWS), rng.integers(0, 2**31 - 1, ROWS, dtype=np.int32)
         data = pa.table({"id": ids, "v": v, "w": w})
         write_deltalake(url, data, mode="append", writer_properties=props)
+    write_deltalake(
+        url, pa.table({"id": np.arange(-50, 0), "v": np.arange(50), "w": np.arange(50, dtype=np.int32)}), mode="append"
+    )
     adds = pa.table(DeltaTable(url).get_add_actions(flatten=True)).to_pydict()
     return sum(adds["size_bytes"]), sorted(adds["num_records"])
 
@@ -99,18 +102,20 @@ def _build(url: str) -> tuple[int, list[int]]:
 def test_large_row_groups_are_copied_inside_the_store(s3_env):
     url = f"s3://{s3_env.new_bucket()}/t"
     size, counts = _build(url)
-    assert counts == [ROWS] * FILES and size > FILES * MIN_PART
+    assert counts == [50] + [ROWS] * FILES and size > FILES * MIN_PART
     before = deltalake_table(url).sort_by("id")
     with pytest.MonkeyPatch.context() as patch:
         counted = Counted(patch)
         m = optimize(None, url, row_group_copy_min_bytes=str(MIN_PART), max_file_size="1g", min_file_size="1g")
-    assert (m.num_files_removed, m.num_files_added) == (FILES, 1)
+    assert (m.num_files_removed, m.num_files_added) == (FILES + 1, 1)
     assert counted.bytes < size / 10, f"{counted.bytes} bytes went through the process for {size} of input"
     assert deltalake_table(url).sort_by("id").equals(before)
+    add = pa.table(DeltaTable(url).get_add_actions(flatten=True)).to_pylist()[0]
+    assert (add["num_records"], add["min.id"], add["max.id"]) == (FILES * ROWS + 50, -50, FILES * ROWS - 1)
     (new,) = DeltaTable(url).file_uris()
     data = storage_for(url).read_bytes(new)
     meta = footer_of_bytes(data, new).meta
-    assert [rg.num_rows for rg in meta.row_groups] == [ROWS] * FILES  # every row group copied, none re-encoded
+    assert [rg.num_rows for rg in meta.row_groups] == [ROWS] * FILES + [50]  # large ones copied, the small re-encoded
     assert pq.read_table(pa.BufferReader(data)).sort_by("id").equals(before)
 
 
@@ -155,3 +160,26 @@ def test_a_refused_copy_uploads_the_bytes_in_the_same_upload(s3_env, caplog):
     assert not S3CopyOutput(client, bucket, "u/o", "u", RuntimeError).copy_range(
         f"s3://{bucket}/t/a.parquet", 4, len(source), read
     )
+
+
+def test_bytes_before_a_copied_range_make_a_part_of_their_own(s3_env):
+    """A copied range after bytes its source does not hold: the buffer is topped up to 5 MiB from the range."""
+    bucket = s3_env.new_bucket()
+    client = s3_client(*store_options("aws", s3_env.env()))
+    source = np.random.default_rng(6).bytes(2 * MIN_PART + 300)
+    _upload(client, bucket, "t/a.parquet", source)
+    out = S3CopyOutput(client, bucket, "t/out.parquet", "t", RuntimeError)
+    out.write(b"head")
+    reads: list[tuple[int, int]] = []
+
+    def read(start: int, n: int) -> bytes:
+        reads.append((start, n))
+        return source[start : start + n]
+
+    assert out.copy_range(f"s3://{bucket}/t/a.parquet", 100, len(source), read)
+    out.write(b"tail")
+    out.close()
+    got = client.get_object(Bucket=bucket, Key="t/out.parquet")["Body"].read()
+    assert got == b"head" + source[100:] + b"tail"
+    assert reads == [(100, MIN_PART - 4)] and out.counts["server_copied"] == len(source) - 100 - (MIN_PART - 4)
+    assert len(out.parts) == 3  # uploaded 5 MiB, copied the rest, the tail last
