@@ -83,10 +83,10 @@ def s3_env(s3_server, monkeypatch):
     return s3_server
 
 
-def _build(url: str) -> tuple[int, list[int]]:
+def _build(url: str, files: int = FILES) -> tuple[int, list[int]]:
     rng = np.random.default_rng(3)
     props = WriterProperties(max_row_group_size=ROWS + 1, compression="SNAPPY")
-    for k in range(FILES):
+    for k in range(files):
         ids = np.arange(k * ROWS, (k + 1) * ROWS, dtype=np.int64)
         # no float column: its Delta stats are read from the data (Parquet's bounds skip NaN), a cost of its own
         v, w = rng.integers(0, 2**62, ROWS), rng.integers(0, 2**31 - 1, ROWS, dtype=np.int32)
@@ -119,6 +119,44 @@ def test_large_row_groups_are_copied_inside_the_store(s3_env):
     assert pq.read_table(pa.BufferReader(data)).sort_by("id").equals(before)
 
 
+def _refuse_copies(client) -> None:
+    """The store answers UploadPartCopy as one without it does: 501 NotImplemented (botocore raises its ClientError)."""
+
+    class Refused:
+        status_code = 501
+
+    def refuse(**_):
+        return Refused(), {"Error": {"Code": "NotImplemented", "Message": "no copy here"}}
+
+    client.meta.events.register("before-call.s3.UploadPartCopy", refuse)
+
+
+def test_a_store_without_the_copy_gets_todays_copy_with_one_warning(s3_env, monkeypatch, caplog):
+    from dbt_delta_optimize.delta import s3_copy
+
+    made = s3_copy.s3_client
+
+    def refusing(*args):
+        client = made(*args)
+        _refuse_copies(client)
+        return client
+
+    monkeypatch.setattr(s3_copy, "s3_client", refusing)
+    url = f"s3://{s3_env.new_bucket()}/t"
+    size, _ = _build(url, files=3)
+    before = deltalake_table(url).sort_by("id")
+    with caplog.at_level(logging.WARNING), pytest.MonkeyPatch.context() as patch:
+        counted = Counted(patch)
+        m = optimize(None, url, row_group_copy_min_bytes=str(MIN_PART), max_file_size="1g", min_file_size="1g")
+    assert (m.num_files_removed, m.num_files_added) == (4, 1)
+    assert counted.bytes > size  # read and written here
+    assert sum("refused a server-side copy" in r.message for r in caplog.records) == 1
+    assert deltalake_table(url).sort_by("id").equals(before)
+    (new,) = DeltaTable(url).file_uris()
+    meta = footer_of_bytes(storage_for(url).read_bytes(new), new).meta
+    assert [rg.num_rows for rg in meta.row_groups] == [ROWS] * 3 + [50]  # still copied, through the process
+
+
 def _upload(client, bucket: str, key: str, data: bytes) -> None:
     client.put_object(Bucket=bucket, Key=key, Body=data)
 
@@ -131,14 +169,7 @@ def test_a_refused_copy_uploads_the_bytes_in_the_same_upload(s3_env, caplog):
     rng = np.random.default_rng(5)
     source = b"PAR1" + rng.bytes(MIN_PART + 1000)
     _upload(client, bucket, "t/a.parquet", source)
-
-    class Refused:
-        status_code = 501
-
-    def refuse(**_):
-        return Refused(), {"Error": {"Code": "NotImplemented", "Message": "no copy here"}}
-
-    client.meta.events.register("before-call.s3.UploadPartCopy", refuse)
+    _refuse_copies(client)
     out = S3CopyOutput(client, bucket, "t/out.parquet", "t", RuntimeError)
     out.write(b"PAR1")
     reads: list[tuple[int, int]] = []
@@ -150,6 +181,8 @@ def test_a_refused_copy_uploads_the_bytes_in_the_same_upload(s3_env, caplog):
     with caplog.at_level(logging.WARNING):
         assert out.copy_range(f"s3://{bucket}/t/a.parquet", 4, len(source), read)
         assert not out.copy_range(f"s3://{bucket}/t/a.parquet", 4, len(source), read)  # refused once: no retry
+        later = S3CopyOutput(client, bucket, "t/b.parquet", "t", RuntimeError, store_state=out.store_state)
+        assert not later.copy_range(f"s3://{bucket}/t/a.parquet", 4, len(source), read)  # nor by the store's others
     out.write(b"tail")
     out.close()
     got = client.get_object(Bucket=bucket, Key="t/out.parquet")["Body"].read()

@@ -388,7 +388,8 @@ class ObjectStorage:
             return None
         bucket = urlparse(self.base).netloc
         fail: Callable[[Exception], Exception] = lambda exc: self._fail(exc, path)  # noqa: E731
-        return S3CopyOutput(client, bucket, self.key(path), self.key(root), fail)
+        state = self._cache.setdefault("s3_copy_state", {})
+        return S3CopyOutput(client, bucket, self.key(path), self.key(root), fail, store_state=state)
 
     def exists(self, path: str) -> bool:
         import obstore

@@ -110,7 +110,8 @@ class S3CopyOutput:
     buffer: bytearray = field(default_factory=bytearray)
     parts: list[dict[str, Any]] = field(default_factory=list)
     upload_id: str | None = None
-    refused: bool = False
+    #: shared by the uploads of one store: once it refused a copy, later uploads do not ask (one warning)
+    store_state: dict[str, bool] = field(default_factory=dict)
     closed: bool = False
     #: bytes that went through this process (uploaded, or read to fill a part) and bytes copied in the store
     counts: dict[str, int] = field(default_factory=lambda: {"uploaded": 0, "read": 0, "server_copied": 0})
@@ -127,7 +128,7 @@ class S3CopyOutput:
     def copy_range(self, path: str, start: int, end: int, read: Callable[[int, int], bytes]) -> bool:
         """Append bytes [start, end) of ``path`` as copied parts; False (nothing done) when they must be written."""
         source = self._source_key(path)
-        if self.refused or source is None or end - start < MIN_PART:
+        if self.store_state.get("refused") or source is None or end - start < MIN_PART:
             return False
         first = self._settle_buffer(source, start, end, read)
         if first is None:
@@ -242,9 +243,9 @@ class S3CopyOutput:
             if _code(exc) not in _REFUSED:
                 self.abort()
                 raise self.fail(exc) from None
-            self.refused = True
+            self.store_state["refused"] = True
             log.warning(
-                "The store refused a server-side copy (%s): the row groups of this file go through this process.",
+                "The store refused a server-side copy (%s): large row groups go through this process from now on.",
                 _code(exc),
             )
             return False
