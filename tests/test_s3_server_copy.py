@@ -20,7 +20,7 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 from dbt_delta_optimize.api import optimize
 from dbt_delta_optimize.delta import object_store
 from dbt_delta_optimize.delta.object_store import store_options
-from dbt_delta_optimize.delta.s3_copy import MIN_PART, S3CopyOutput, s3_client
+from dbt_delta_optimize.delta.s3_copy import MIN_PART, S3CopyOutput, s3_client, s3_connector
 from dbt_delta_optimize.delta.storage import storage_for
 from dbt_delta_optimize.tasks.parquet_footer import footer_of_bytes
 from tests.helpers import deltalake_table
@@ -134,14 +134,19 @@ def _refuse_copies(client) -> None:
 def test_a_store_without_the_copy_gets_todays_copy_with_one_warning(s3_env, monkeypatch, caplog):
     from dbt_delta_optimize.delta import s3_copy
 
-    made = s3_copy.s3_client
+    made = s3_copy.s3_connector
 
     def refusing(*args):
-        client = made(*args)
-        _refuse_copies(client)
-        return client
+        connect = made(*args)
 
-    monkeypatch.setattr(s3_copy, "s3_client", refusing)
+        def refused_client():
+            client = connect()
+            _refuse_copies(client)
+            return client
+
+        return refused_client
+
+    monkeypatch.setattr(s3_copy, "s3_connector", refusing)
     url = f"s3://{s3_env.new_bucket()}/t"
     size, _ = _build(url, files=3)
     before = deltalake_table(url).sort_by("id")
@@ -170,7 +175,7 @@ def test_a_refused_copy_uploads_the_bytes_in_the_same_upload(s3_env, caplog):
     source = b"PAR1" + rng.bytes(MIN_PART + 1000)
     _upload(client, bucket, "t/a.parquet", source)
     _refuse_copies(client)
-    out = S3CopyOutput(client, bucket, "t/out.parquet", "t", RuntimeError)
+    out = S3CopyOutput(lambda: client, bucket, "t/out.parquet", "t", RuntimeError)
     out.write(b"PAR1")
     reads: list[tuple[int, int]] = []
 
@@ -181,7 +186,7 @@ def test_a_refused_copy_uploads_the_bytes_in_the_same_upload(s3_env, caplog):
     with caplog.at_level(logging.WARNING):
         assert out.copy_range(f"s3://{bucket}/t/a.parquet", 4, len(source), read)
         assert not out.copy_range(f"s3://{bucket}/t/a.parquet", 4, len(source), read)  # refused once: no retry
-        later = S3CopyOutput(client, bucket, "t/b.parquet", "t", RuntimeError, store_state=out.store_state)
+        later = S3CopyOutput(lambda: client, bucket, "t/b.parquet", "t", RuntimeError, store_state=out.store_state)
         assert not later.copy_range(f"s3://{bucket}/t/a.parquet", 4, len(source), read)  # nor by the store's others
     out.write(b"tail")
     out.close()
@@ -190,7 +195,7 @@ def test_a_refused_copy_uploads_the_bytes_in_the_same_upload(s3_env, caplog):
     assert reads == [(0, len(source))]
     assert sum("refused a server-side copy" in r.message for r in caplog.records) == 1
     # outside the table root, or a range too short for a part: never copied
-    assert not S3CopyOutput(client, bucket, "u/o", "u", RuntimeError).copy_range(
+    assert not S3CopyOutput(lambda: client, bucket, "u/o", "u", RuntimeError).copy_range(
         f"s3://{bucket}/t/a.parquet", 4, len(source), read
     )
 
@@ -201,7 +206,7 @@ def test_bytes_before_a_copied_range_make_a_part_of_their_own(s3_env):
     client = s3_client(*store_options("aws", s3_env.env()))
     source = np.random.default_rng(6).bytes(2 * MIN_PART + 300)
     _upload(client, bucket, "t/a.parquet", source)
-    out = S3CopyOutput(client, bucket, "t/out.parquet", "t", RuntimeError)
+    out = S3CopyOutput(lambda: client, bucket, "t/out.parquet", "t", RuntimeError)
     out.write(b"head")
     reads: list[tuple[int, int]] = []
 
@@ -216,3 +221,18 @@ def test_bytes_before_a_copied_range_make_a_part_of_their_own(s3_env):
     assert got == b"head" + source[100:] + b"tail"
     assert reads == [(100, MIN_PART - 4)] and out.counts["server_copied"] == len(source) - 100 - (MIN_PART - 4)
     assert len(out.parts) == 3  # uploaded 5 MiB, copied the rest, the tail last
+
+
+def test_settings_botocore_would_not_honour_keep_the_copy_in_the_process(monkeypatch):
+    """No server: what decides whether the copy may run inside the store (nothing is connected to)."""
+    for key in [k for k in __import__("os").environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    keys = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "eu-west-1"}
+    assert callable(s3_connector(*store_options("aws", keys)))
+    assert s3_connector(*store_options("aws", {**keys, "AWS_SSE_KMS_KEY_ID": "arn:k"})) is None
+    assert s3_connector(*store_options("aws", {**keys, "AWS_ENDPOINT_URL": "http://h:9000"})) is None
+    http = {**keys, "AWS_ENDPOINT_URL": "http://h:9000", "AWS_ALLOW_HTTP": "true"}
+    assert callable(s3_connector(*store_options("aws", http)))
+    assert storage_for("az://c/t", {}).open_copy_output("az://c/t/a.parquet", "az://c/t") is None
+    out = storage_for("s3://b/t", keys).open_copy_output("s3://b/t/x.parquet", "s3://b/t")
+    assert out is not None and out.key == "t/x.parquet" and out.root == "t" and not out._made  # no client yet

@@ -378,18 +378,23 @@ class ObjectStorage:
         (``delta/s3_copy.py``); None on other clouds, or without botocore."""
         if SCHEMES[urlparse(self.base).scheme] != "aws":
             return None
-        from .s3_copy import S3CopyOutput, s3_client
+        from .s3_copy import S3CopyOutput, s3_connector
 
-        if "s3_client" not in self._cache:
+        if "s3_connect" not in self._cache:
             merged = {**{k: v for k, v in os.environ.items() if k.startswith("AWS_")}, **self._options}
-            self._cache["s3_client"] = s3_client(*store_options("aws", merged))
-        client = self._cache["s3_client"]
-        if client is None:
+            self._cache["s3_connect"] = s3_connector(*store_options("aws", merged))
+        if self._cache["s3_connect"] is None:
             return None
         bucket = urlparse(self.base).netloc
         fail: Callable[[Exception], Exception] = lambda exc: self._fail(exc, path)  # noqa: E731
         state = self._cache.setdefault("s3_copy_state", {})
-        return S3CopyOutput(client, bucket, self.key(path), self.key(root), fail, store_state=state)
+        return S3CopyOutput(self._s3_client, bucket, self.key(path), self.key(root), fail, store_state=state)
+
+    def _s3_client(self) -> Any:
+        """The store's one botocore client (thread-safe), made on the first server-side copy's first request."""
+        if "s3_client" not in self._cache:
+            self._cache["s3_client"] = self._cache["s3_connect"]()
+        return self._cache["s3_client"]
 
     def exists(self, path: str) -> bool:
         import obstore

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 from ..errors import StorageAccessError
 
-__all__ = ["MIN_PART", "S3CopyOutput", "s3_client"]
+__all__ = ["MIN_PART", "S3CopyOutput", "s3_client", "s3_connector"]
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +57,13 @@ _HANDLED = {
 }
 
 
-def s3_client(config: Mapping[str, str], client: Mapping[str, Any]) -> Any | None:
-    """A botocore S3 client for the store settings obstore gets (``object_store.store_options`` of the
-    options over this process's ``AWS_*`` variables); None when botocore is missing or the settings ask
-    for something it would not honour here."""
-    try:
-        import botocore.config
-        import botocore.session
-    except ImportError:
+def s3_connector(config: Mapping[str, str], client: Mapping[str, Any]) -> Callable[[], Any] | None:
+    """How to make a botocore S3 client for the store settings obstore gets (``object_store.store_options``
+    of the options over this process's ``AWS_*`` variables); None when botocore is missing or the settings
+    ask for something it would not honour here. Checked now, the client made (botocore imported) on use."""
+    import importlib.util
+
+    if importlib.util.find_spec("botocore") is None:
         return None
     if set(config) - _HANDLED or client.get("proxy_url"):
         return None
@@ -72,22 +71,31 @@ def s3_client(config: Mapping[str, str], client: Mapping[str, Any]) -> Any | Non
     if endpoint and urlparse(endpoint).scheme == "http" and not client.get("allow_http"):
         return None
     style = "virtual" if config.get("virtual_hosted_style_request", "").lower() in ("true", "1") else "path"
-    session = botocore.session.get_session()
-    return session.create_client(
-        "s3",
-        region_name=config.get("region") or config.get("default_region") or "us-east-1",
-        endpoint_url=endpoint or None,
-        aws_access_key_id=config.get("access_key_id"),
-        aws_secret_access_key=config.get("secret_access_key"),
-        aws_session_token=config.get("session_token"),
-        verify=not client.get("allow_invalid_certificates", False),
-        config=botocore.config.Config(
-            s3={"addressing_style": style},
-            retries={"max_attempts": 4, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=60,
-        ),
-    )
+    settings = {
+        "region_name": config.get("region") or config.get("default_region") or "us-east-1",
+        "endpoint_url": endpoint or None,
+        "aws_access_key_id": config.get("access_key_id"),
+        "aws_secret_access_key": config.get("secret_access_key"),
+        "aws_session_token": config.get("session_token"),
+        "verify": not client.get("allow_invalid_certificates", False),
+    }
+
+    def connect() -> Any:
+        import botocore.config
+        import botocore.session
+
+        timeouts = {"connect_timeout": 5, "read_timeout": 60}
+        retries = {"max_attempts": 4, "mode": "standard"}
+        conf = botocore.config.Config(s3={"addressing_style": style}, retries=retries, **timeouts)
+        return botocore.session.get_session().create_client("s3", config=conf, **settings)
+
+    return connect
+
+
+def s3_client(config: Mapping[str, str], client: Mapping[str, Any]) -> Any | None:
+    """``s3_connector``'s client, made now (None where it gives none)."""
+    connect = s3_connector(config, client)
+    return None if connect is None else connect()
 
 
 def _code(exc: BaseException) -> str:
@@ -102,19 +110,26 @@ class S3CopyOutput:
     ``root``: the key prefix (the table root) that every copied source must be under.
     """
 
-    client: Any
+    connect: Callable[[], Any] = field(repr=False)  #: makes (or returns the store's) botocore client, on first use
     bucket: str
     key: str
     root: str
-    fail: Callable[[Exception], Exception]
-    buffer: bytearray = field(default_factory=bytearray)
-    parts: list[dict[str, Any]] = field(default_factory=list)
+    fail: Callable[[Exception], Exception] = field(repr=False)
+    buffer: bytearray = field(default_factory=bytearray, repr=False)
+    parts: list[dict[str, Any]] = field(default_factory=list, repr=False)
     upload_id: str | None = None
     #: shared by the uploads of one store: once it refused a copy, later uploads do not ask (one warning)
     store_state: dict[str, bool] = field(default_factory=dict)
     closed: bool = False
+    _made: dict[str, Any] = field(default_factory=dict, repr=False)
     #: bytes that went through this process (uploaded, or read to fill a part) and bytes copied in the store
     counts: dict[str, int] = field(default_factory=lambda: {"uploaded": 0, "read": 0, "server_copied": 0})
+
+    @property
+    def client(self) -> Any:
+        if "client" not in self._made:
+            self._made["client"] = self.connect()
+        return self._made["client"]
 
     # ------------------------------------------------------------------ the sink
     def write(self, data: Any, /) -> int:
