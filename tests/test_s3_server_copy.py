@@ -90,29 +90,36 @@ def _build(url: str, files: int = FILES) -> tuple[int, list[int]]:
         ids = np.arange(k * ROWS, (k + 1) * ROWS, dtype=np.int64)
         # no float column: its Delta stats are read from the data (Parquet's bounds skip NaN), a cost of its own
         v, w = rng.integers(0, 2**62, ROWS), rng.integers(0, 2**31 - 1, ROWS, dtype=np.int32)
-        data = pa.table({"id": ids, "v": v, "w": w})
-        write_deltalake(url, data, mode="append", writer_properties=props)
-    write_deltalake(
-        url, pa.table({"id": np.arange(-50, 0), "v": np.arange(50), "w": np.arange(50, dtype=np.int32)}), mode="append"
-    )
+        data = pa.table({"id": ids, "v": v, "w": w, "p": ["a"] * ROWS})
+        write_deltalake(url, data, mode="append", writer_properties=props, partition_by=["p"])
+    small = {"id": np.arange(-50, 0), "v": np.arange(50), "w": np.arange(50, dtype=np.int32), "p": ["a"] * 50}
+    write_deltalake(url, pa.table(small), mode="append", partition_by=["p"])
     adds = pa.table(DeltaTable(url).get_add_actions(flatten=True)).to_pydict()
     return sum(adds["size_bytes"]), sorted(adds["num_records"])
+
+
+def _rows(url: str) -> pa.Table:
+    """The table as delta-rs reads it, sorted; its one partition value checked and dropped."""
+    t = deltalake_table(url)
+    assert set(t.column("p").to_pylist()) == {"a"}
+    return t.drop_columns(["p"]).sort_by("id")
 
 
 def test_large_row_groups_are_copied_inside_the_store(s3_env):
     url = f"s3://{s3_env.new_bucket()}/t"
     size, counts = _build(url)
     assert counts == [50] + [ROWS] * FILES and size > FILES * MIN_PART
-    before = deltalake_table(url).sort_by("id")
+    before = _rows(url)
     with pytest.MonkeyPatch.context() as patch:
         counted = Counted(patch)
         m = optimize(None, url, row_group_copy_min_bytes=str(MIN_PART), max_file_size="1g", min_file_size="1g")
     assert (m.num_files_removed, m.num_files_added) == (FILES + 1, 1)
     assert counted.bytes < size / 10, f"{counted.bytes} bytes went through the process for {size} of input"
-    assert deltalake_table(url).sort_by("id").equals(before)
+    assert _rows(url).equals(before)
     add = pa.table(DeltaTable(url).get_add_actions(flatten=True)).to_pylist()[0]
     assert (add["num_records"], add["min.id"], add["max.id"]) == (FILES * ROWS + 50, -50, FILES * ROWS - 1)
     (new,) = DeltaTable(url).file_uris()
+    assert new.startswith(f"{url}/p=a/")  # in its partition's folder, as the usual rewrite puts it
     data = storage_for(url).read_bytes(new)
     meta = footer_of_bytes(data, new).meta
     assert [rg.num_rows for rg in meta.row_groups] == [ROWS] * FILES + [50]  # large ones copied, the small re-encoded
@@ -149,14 +156,14 @@ def test_a_store_without_the_copy_gets_todays_copy_with_one_warning(s3_env, monk
     monkeypatch.setattr(s3_copy, "s3_connector", refusing)
     url = f"s3://{s3_env.new_bucket()}/t"
     size, _ = _build(url, files=3)
-    before = deltalake_table(url).sort_by("id")
+    before = _rows(url)
     with caplog.at_level(logging.WARNING), pytest.MonkeyPatch.context() as patch:
         counted = Counted(patch)
         m = optimize(None, url, row_group_copy_min_bytes=str(MIN_PART), max_file_size="1g", min_file_size="1g")
     assert (m.num_files_removed, m.num_files_added) == (4, 1)
     assert counted.bytes > size  # read and written here
     assert sum("refused a server-side copy" in r.message for r in caplog.records) == 1
-    assert deltalake_table(url).sort_by("id").equals(before)
+    assert _rows(url).equals(before)
     (new,) = DeltaTable(url).file_uris()
     meta = footer_of_bytes(storage_for(url).read_bytes(new), new).meta
     assert [rg.num_rows for rg in meta.row_groups] == [ROWS] * 3 + [50]  # still copied, through the process
