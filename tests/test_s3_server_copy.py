@@ -243,3 +243,6 @@ def test_settings_botocore_would_not_honour_keep_the_copy_in_the_process(monkeyp
     assert storage_for("az://c/t", {}).open_copy_output("az://c/t/a.parquet", "az://c/t") is None
     out = storage_for("s3://b/t", keys).open_copy_output("s3://b/t/x.parquet", "s3://b/t")
     assert out is not None and out.key == "t/x.parquet" and out.root == "t" and not out._made  # no client yet
+    # copied sources: keys as the store has them, only under the table root in the same bucket
+    assert out._source_key("s3a://b/t/p=a#1?/x.parquet") == "t/p=a#1?/x.parquet"
+    assert [out._source_key(p) for p in ("s3://b/u/x", "s3://c/t/x", "s3://b/t/../u/x", "s3://b/tt/x")] == [None] * 4

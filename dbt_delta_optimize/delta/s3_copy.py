@@ -191,10 +191,11 @@ class S3CopyOutput:
 
     # ------------------------------------------------------------------ parts
     def _source_key(self, path: str) -> str | None:
-        u = urlparse(path)
-        if u.netloc != self.bucket or u.scheme not in ("s3", "s3a"):
+        # the key as the store has it (as ``ObjectStorage.key``): the text after the bucket, '?' and '#' included
+        bucket = next((p for p in (f"s3://{self.bucket}/", f"s3a://{self.bucket}/") if path.startswith(p)), None)
+        if bucket is None:
             return None
-        key = u.path.lstrip("/")
+        key = path[len(bucket) :]
         prefix = self.root.strip("/") + "/" if self.root.strip("/") else ""
         if not key.startswith(prefix) or "/../" in f"/{key}/":
             return None
