@@ -17,7 +17,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[test,docs]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[test,docs,s3]' --config-settings editable_mode=compat
 	touch $@
 
 # Delta's jars from Maven Central into the venv (the Spark session factory finds them there).

@@ -207,6 +207,22 @@ METRICS = [
         lambda r: _case(r, "local")["lite_inside_vs_delta_rs_default"],
         0.7,
     ),
+    Metric(
+        "s3_copy_bytes_share",
+        "s3_server_copy",
+        "S3 (moto) 8 x 64 MiB row groups, bytes through the process / input bytes",
+        lambda r: r["share"]["inside the store"],
+        0.1,
+        lambda r: [n / r["input_bytes"] for n in r["bytes_through"]["inside the store"]],
+    ),
+    Metric(
+        "s3_copy_time_vs_through",
+        "s3_server_copy",
+        "S3 (moto) 8 x 64 MiB row groups, copy inside the store / through the process (time)",
+        lambda r: r["median_s"]["inside the store"] / r["median_s"]["through the process"],
+        None,
+        _per_repeat("inside the store", "through the process"),
+    ),
 ]
 
 BENCHES: dict[str, list[str]] = {
@@ -217,6 +233,7 @@ BENCHES: dict[str, list[str]] = {
     "row_group_copy": ["row_group_copy.py", "--repeats", "3"],
     "analyze": ["analyze.py", "--repeats", "3"],
     "vacuum": ["vacuum.py", "--files", "10000", "--s3-files", "5000", "--repeats", "3", "--spark"],
+    "s3_server_copy": ["s3_server_copy.py", "--repeats", "3", "--azure"],
 }
 
 

@@ -18,12 +18,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlparse
 
 from ..errors import InvalidArgumentError, StorageAccessError
 from .file_info import FileInfo, Listed
 from .parallel import merged
+
+if TYPE_CHECKING:
+    from .s3_copy import S3CopyOutput
 
 __all__ = ["SCHEMES", "ObjectStorage", "redact", "store_options", "task_options"]
 
@@ -369,6 +372,29 @@ class ObjectStorage:
 
         writer = self._call(path, obstore.open_writer, self.key(path), buffer_size=8 << 20)
         return io.BufferedWriter(_Writer(writer, lambda exc: self._fail(exc, path)), buffer_size=1 << 20)
+
+    def open_copy_output(self, path: str, root: str) -> S3CopyOutput | None:
+        """An S3 upload of ``path`` that can copy byte ranges of the files under ``root`` inside the store
+        (``delta/s3_copy.py``); None on other clouds, or without botocore."""
+        if SCHEMES[urlparse(self.base).scheme] != "aws":
+            return None
+        from .s3_copy import S3CopyOutput, s3_connector
+
+        if "s3_connect" not in self._cache:
+            merged = {**{k: v for k, v in os.environ.items() if k.startswith("AWS_")}, **self._options}
+            self._cache["s3_connect"] = s3_connector(*store_options("aws", merged))
+        if self._cache["s3_connect"] is None:
+            return None
+        bucket = urlparse(self.base).netloc
+        fail: Callable[[Exception], Exception] = lambda exc: self._fail(exc, path)  # noqa: E731
+        state = self._cache.setdefault("s3_copy_state", {})
+        return S3CopyOutput(self._s3_client, bucket, self.key(path), self.key(root), fail, store_state=state)
+
+    def _s3_client(self) -> Any:
+        """The store's one botocore client (thread-safe), made on the first server-side copy's first request."""
+        if "s3_client" not in self._cache:
+            self._cache["s3_client"] = self._cache["s3_connect"]()
+        return self._cache["s3_client"]
 
     def exists(self, path: str) -> bool:
         import obstore

@@ -172,6 +172,10 @@ class _LazySink:
         if self.raw is not None:
             self.raw.close()
 
+    def abort(self) -> None:
+        """A failed or fallen-back copy: what was opened is closed (``run_bin`` deletes a partial file)."""
+        self.close()
+
     def fileno(self) -> int:
         """The output's file descriptor, everything written so far flushed to it (a local file only: an object
         store's writer raises ``io.UnsupportedOperation``), for copies made inside the kernel."""
@@ -180,6 +184,18 @@ class _LazySink:
         fd = int(self.raw.fileno())
         self.raw.flush()
         return fd
+
+
+def _copy_sink(task: BinTask, storage: Storage, local: bool) -> Any:
+    """Where the row-group copy writes: on S3 an upload that copies large row groups inside the store
+    (``delta/s3_copy.py``), elsewhere the store's output, opened on the first write."""
+    from ..delta.object_store import ObjectStorage
+
+    if not local and isinstance(storage, ObjectStorage):
+        server = storage.open_copy_output(task.output, task.store.root)
+        if server is not None:
+            return server
+    return _LazySink(lambda: storage.open_output(task.output))
 
 
 def _copy_conform(task: BinTask, storage: Storage, target: Any) -> Callable[..., Any]:
@@ -211,7 +227,7 @@ def _try_copy(task: BinTask, storage: Storage, local: bool, target: Any) -> tupl
     ]
     if local:
         os.makedirs(os.path.dirname(task.output), exist_ok=True)
-    sink = _LazySink(lambda: storage.open_output(task.output))
+    sink = _copy_sink(task, storage, local)
     try:
         result = copy_compact(
             inputs,
@@ -224,8 +240,13 @@ def _try_copy(task: BinTask, storage: Storage, local: bool, target: Any) -> tupl
             conform=_copy_conform(task, storage, target),
             materialized=[task.row_tracking.row_id, task.row_tracking.commit_version] if task.row_tracking else (),
         )
-    finally:
+    except BaseException:
+        sink.abort()
+        raise
+    if result.copied:
         sink.close()
+    else:
+        sink.abort()
     reasons = tuple((r.kind, r.detail) for r in ((result.fallback,) if result.fallback else result.reencoded_because))
     report = CopyReport(
         result.row_groups_copied,

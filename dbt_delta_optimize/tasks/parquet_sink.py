@@ -163,14 +163,25 @@ class ParquetOutput:
         groups = [footer.meta.row_groups[i] for i in indices]
         start, end = span(groups[0])[0], span(groups[-1])[1]
         delta = self.position - start
-        done = self._kernel_copy(fh, start, end, footer.path)
-        for block in blocks(fh, done, end, footer.path, pool):
-            self.write(block)
+        if self._server_copy(fh, start, end, footer.path):
+            self.position += end - start
+        else:
+            done = self._kernel_copy(fh, start, end, footer.path)
+            for block in blocks(fh, done, end, footer.path, pool):
+                self.write(block)
         for rg in groups:
             self.row_groups.append(moved_row_group(rg, delta, self.paths, len(self.row_groups), clean=True))
             self.rows += rg.num_rows
             self.counts["copied"] += 1
             self.counts["bytes_copied"] += rg_bytes(rg)
+
+    def _server_copy(self, fh: BinaryIO, start: int, end: int, path: str) -> bool:
+        """Let a sink that can (an S3 upload: ``copy_range``) copy [start, end) of ``path`` inside the store;
+        False when the bytes must be written here (no such sink, or it declined)."""
+        copy_range = getattr(self.sink, "copy_range", None)
+        if copy_range is None:
+            return False
+        return bool(copy_range(path, start, end, lambda s, n: read_range(fh, s, n, path)))
 
     def _kernel_copy(self, fh: BinaryIO, start: int, end: int, path: str) -> int:
         """Copy what it can of [start, end) inside the kernel (``os.copy_file_range``: no byte passes through
