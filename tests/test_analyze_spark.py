@@ -178,6 +178,52 @@ def test_deletion_vectors_and_row_tracking(spark, tmp_path):
     assert spark.read.format("delta").load(p).where("id < 50").count() == 0
 
 
+def test_deletion_vector_stats_equal_delta_spark(spark, tmp_path):
+    """(c) delta-spark's recompute refuses tables with deletion vectors; the stats it computes itself for
+    a file with a DV and no stats (a DELETE's StatsCollectionUtils.computeStats, setBoundsToWide) are the
+    physical file's footer stats with tightBounds false. analyze --all writes exactly those for such a
+    file, and tight bounds for the others."""
+    p = str(tmp_path / "dvspark")
+    spark.sql(
+        f"CREATE TABLE delta.`{p}` (id LONG, s STRING, d DOUBLE, st STRUCT<a: INT>) USING delta "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.conf.set("spark.databricks.delta.stats.collect", "false")
+    try:
+        spark.range(0, 300).selectExpr(
+            "id",
+            "CASE WHEN id % 5 = 0 THEN NULL ELSE concat(repeat('y', 40), cast(id AS string)) END AS s",
+            "CASE WHEN id % 7 = 0 THEN double('NaN') ELSE id / 3.0 END AS d",
+            "named_struct('a', cast(id AS int)) AS st",
+        ).repartitionByRange(3, "id").write.format("delta").mode("append").save(p)
+    finally:
+        spark.conf.unset("spark.databricks.delta.stats.collect")
+    assert all(not a.get("stats") for a in _live_adds(spark, p).values())
+    spark.sql(f"DELETE FROM delta.`{p}` WHERE id IN (0, 1, 2, 3)")  # delta-spark fetches the file's stats
+    theirs = {k: json.loads(a["stats"]) for k, a in _live_adds(spark, p).items() if a.get("deletionVector")}
+    assert len(theirs) == 1 and next(iter(theirs.values()))["tightBounds"] is False
+    before, before_rs = rows_spark(spark, p), rows_deltars(p)
+
+    m = analyze(spark, p, all=True)
+
+    assert m.files_updated == 3 and m.ok
+    ours = {a["path"]: (a, json.loads(a["stats"])) for a in _last_adds(p)}
+    for path, st in theirs.items():  # delta-spark's footer collector keeps no double bounds unless the
+        mine = ours[path][1]  # writer says parquet-mr; ours come from the data: wider coverage, same values
+        assert {k: v for k, v in mine.items() if k not in ("minValues", "maxValues")} == {
+            k: v for k, v in st.items() if k not in ("minValues", "maxValues")
+        }
+        assert st["numRecords"] == 100 and st["nullCount"]["s"] == 20
+        for key in ("minValues", "maxValues"):
+            assert {k: v for k, v in mine[key].items() if k in st[key]} == st[key]
+            assert set(mine[key]) - set(st[key]) == {"d"}
+        assert mine["maxValues"]["d"] == "NaN" and mine["minValues"]["d"] == 0.333333  # id 0 is NaN
+    for add, st in ours.values():
+        if not add.get("deletionVector"):
+            assert st["tightBounds"] is True and st["numRecords"] == 100 and st["minValues"]["id"] % 100 == 0
+    assert rows_spark(spark, p) == before and rows_deltars(p) == before_rs  # each engine as before
+
+
 def test_column_mapping_physical_names(spark, tmp_path):
     """(c) Under column mapping the stats are keyed by physical names, also after a rename."""
     p = str(tmp_path / "cm")

@@ -10,8 +10,11 @@ columns it cannot answer for), and commits what recompute commits: an ``add`` fo
 ``dataChange: false`` and the new stats, every other field kept, as ``COMPUTE STATS``.
 
 Files with a deletion vector get the physical file's stats as wide bounds (``tightBounds: false``,
-numRecords the physical rows), which is what delta-spark keeps for such files after a DELETE; delta-spark's
-own recompute refuses tables with deletion vectors. Files are read by a thread pool in this process
+numRecords the physical rows, as PROTOCOL.md requires). That is what delta-spark itself computes for such a
+file (a DML with deletion vectors on a file without stats: ``StatsCollectionUtils.computeStats`` with
+``setBoundsToWide``); its ``recompute`` refuses tables with deletion vectors, and no delta-spark path writes
+tight bounds for a file with a DV. Where delta-spark's footer collector gives no bound (doubles from a writer
+it does not trust, timestamps, decimals) ours still do, computed as its write path computes them. Files are read by a thread pool in this process
 through the table's Storage (pyarrow releases the GIL), not by Spark tasks: a path table needs no JVM.
 """
 
