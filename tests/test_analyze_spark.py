@@ -208,8 +208,8 @@ def test_deletion_vector_stats_equal_delta_spark(spark, tmp_path):
 
     assert m.files_updated == 3 and m.ok
     ours = {a["path"]: (a, json.loads(a["stats"])) for a in _last_adds(p)}
-    for path, st in theirs.items():  # delta-spark's footer collector keeps no double bounds unless the
-        mine = ours[path][1]  # writer says parquet-mr; ours come from the data: wider coverage, same values
+    for path, st in theirs.items():  # delta-spark's footer collector gives no bound for d here (NaN in it);
+        mine = ours[path][1]  # ours come from the data as its write path does: the same values, and d
         assert {k: v for k, v in mine.items() if k not in ("minValues", "maxValues")} == {
             k: v for k, v in st.items() if k not in ("minValues", "maxValues")
         }
@@ -329,3 +329,27 @@ def test_stats_columns_changed_after_write(spark, tmp_path):
         st = json.loads(a["stats"])
         assert (st["minValues"]["s"], st["maxValues"]["s"]) == expected[os.path.basename(a["path"])]
         assert st["nullCount"] == {"id": 0, "s": 0}
+
+
+def test_session_string_prefix_length(spark, tmp_path):
+    """(c) spark.databricks.io.skipping.stringPrefixLength (delta-spark's session default when the table sets
+    no prefix) is honoured by analyze (equal to delta-spark's stats written under it) and by our writer."""
+    from dbt_delta_optimize.api import optimize
+
+    p = str(tmp_path / "prefix")
+    spark.conf.set("spark.databricks.io.skipping.stringPrefixLength", "5")
+    try:
+        spark.range(0, 60).selectExpr("id", "concat('abcdefgh', cast(100 + id AS string)) AS s").repartition(
+            3
+        ).write.format("delta").save(p)
+        theirs = {k: json.loads(a["stats"]) for k, a in _live_adds(spark, p).items()}
+        assert {s["minValues"]["s"] for s in theirs.values()} == {"abcde"}
+        m = analyze(spark, p, all=True)
+        assert m.files_updated == 3
+        assert {a["path"]: json.loads(a["stats"]) for a in _last_adds(p)} == theirs
+        optimize(spark, p)
+        (new,) = _live_adds(spark, p).values()
+        st = json.loads(new["stats"])
+        assert st["minValues"]["s"] == "abcde" and st["maxValues"]["s"] == "abcde\x7f" and st["numRecords"] == 60
+    finally:
+        spark.conf.unset("spark.databricks.io.skipping.stringPrefixLength")

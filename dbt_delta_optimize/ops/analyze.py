@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 from ..delta.actions import AddFile
 from ..delta.commit import DEFAULT_MAX_COMMIT_ATTEMPTS, Transaction
 from ..delta.snapshot import Snapshot, load_snapshot
-from ..delta.stats_schema import STRING_PREFIX_KEY
+from ..delta.stats_schema import session_string_prefix_length
 from ..errors import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError, InvalidArgumentError, ValidationError
 from ..inspect.live_files import LiveFiles, norm_path
 from ..inspect.validate_analyze import COMPUTE_STATS, validate_stats_actions
+from ..options import ANALYZE_OPTIONS, resolve_values
 from ..plan.analyze import FILES_PER_COMMIT, AnalyzePlan, analyze_parameters, plan_analyze
 from ..plan.predicate import select_partitions
 from .arguments import check_where
@@ -47,9 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["AnalyzeMetrics", "analyze", "plan_analyze_table"]
 
 log = logging.getLogger(__name__)
-
-#: spark.databricks.io.skipping.stringPrefixLength: the session's stats prefix when the table sets none.
-SESSION_PREFIX_KEY = "spark.databricks.io.skipping.stringPrefixLength"
 
 
 @dataclass(frozen=True)
@@ -125,16 +124,8 @@ def _check_columns(columns: object) -> list[str] | None:
     return [c.strip() for c in items] or None
 
 
-def _settings(session: Session, snapshot: Snapshot) -> _StatsSettings:
-    settings = session.settings()
-    prefix = None
-    raw = settings.get_conf(SESSION_PREFIX_KEY)
-    if STRING_PREFIX_KEY not in snapshot.configuration and raw:
-        try:
-            prefix = int(raw)
-        except ValueError:
-            raise InvalidArgumentError(f"{SESSION_PREFIX_KEY}={raw!r} is not an integer.") from None
-    return _StatsSettings(settings.time_zone, prefix)
+def _settings(session: Session, snapshot: Snapshot, get_conf: Any) -> _StatsSettings:
+    return _StatsSettings(session.settings().time_zone, session_string_prefix_length(snapshot.configuration, get_conf))
 
 
 def _inexact_chunks(meta: Any) -> frozenset[tuple[int, int]]:
@@ -302,7 +293,7 @@ def analyze(
     dry_run: bool = False,
     storage_options: Mapping[str, str] | None = None,
     max_threads: int | None = None,
-    files_per_commit: int = FILES_PER_COMMIT,
+    files_per_commit: int | None = None,
 ) -> AnalyzeMetrics:
     """Compute statistics, exactly as delta-spark writes them, for files that lack them (or all files).
 
@@ -315,14 +306,23 @@ def analyze(
         where: partition predicate(s), as for ``optimize``.
         dry_run: plan only; nothing is read beyond the log, nothing written.
         storage_options: object-store options (as deltalake's).
-        max_threads: threads reading footers (default: 4 per core, at most 32).
-        files_per_commit: files whose stats one commit carries.
+        max_threads: files computed at once (``spark.dbt_delta_optimize.analyze.maxThreads``; default 4 per
+            core, at most 32).
+        files_per_commit: files whose stats one commit carries (``...analyze.filesPerCommit``, 10,000).
 
     Returns:
         AnalyzeMetrics; ``failed`` lists files whose stats could not be computed (left unchanged).
     """
     started = time.monotonic()
     session = Session(spark)
+    no_spark = spark is None and "pyspark" not in sys.modules  # no session to read (and no Spark import)
+    get_conf = None if no_spark else session.conf()
+    knobs = resolve_values(
+        ANALYZE_OPTIONS,
+        get_conf,
+        {"max_threads": max_threads, "files_per_commit": files_per_commit},
+        what="analyze",
+    )
     handle = open_table(table, spark=spark, storage_options=storage_options, session=session)
     plan = _plan(
         handle,
@@ -330,14 +330,12 @@ def analyze(
         columns=_check_columns(columns),
         all_files=all,
         where=check_where(where),
-        per_commit=files_per_commit,
+        per_commit=knobs["files_per_commit"],
     )
     if dry_run or not plan.files:
         return _metrics(plan, dry_run=dry_run, started=started)
-    threads = max_threads if max_threads is not None else min(32, 4 * (os.cpu_count() or 1))
-    if threads < 1:
-        raise InvalidArgumentError(f"max_threads must be >= 1, got {max_threads}.")
-    settings = _settings(session, handle.snapshot)
+    threads = knobs["max_threads"] or min(32, 4 * (os.cpu_count() or 1))
+    settings = _settings(session, handle.snapshot, get_conf)
     updated, dropped, versions, failed = 0, 0, [], []
     for batch in plan.batches:
         adds, bad = _compute(handle.snapshot, batch, settings, threads)

@@ -142,6 +142,7 @@ def _stats(task: BinTask, metadata: Any, source: Any) -> str:
         spec.configuration,
         protocol=Protocol.from_json(spec.protocol) if spec.protocol is not None else None,
         session_time_zone=spec.time_zone,
+        string_prefix_length=spec.string_prefix_length,
     )
 
 

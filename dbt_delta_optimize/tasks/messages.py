@@ -82,6 +82,8 @@ class StatsSpec:
     configuration: Mapping[str, str]
     protocol: Mapping[str, Any] | None  #: the table's protocol action (decides tightBounds)
     time_zone: str  #: Spark's session time zone (timestamp bounds)
+    #: the session's spark.databricks.io.skipping.stringPrefixLength where the table sets no prefix
+    string_prefix_length: int | None = None
 
 
 @dataclass(frozen=True)
