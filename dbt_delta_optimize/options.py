@@ -443,6 +443,16 @@ ANALYZE_OPTIONS: tuple[Option, ...] = (
         unset="4 per core, at most 32",
         meta=False,
     ),
+    Option(
+        "task_runner",
+        "choice",
+        OURS + "analyze.taskRunner",
+        "auto",
+        "Where files' statistics are computed: auto (the driver's threads on a local master or without a "
+        "session, else one Spark job per commit batch), driver, or spark.",
+        choices=get_args(TaskRunner),
+        meta=False,
+    ),
 )
 
 

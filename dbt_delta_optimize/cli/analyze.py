@@ -51,6 +51,7 @@ def analyze_cmd(
         storage_options=storage_options(),
         max_threads=settings.get("max_threads"),
         files_per_commit=settings.get("files_per_commit"),
+        task_runner=settings.get("task_runner"),
     )
     if as_json:
         echo_json(metrics.to_dict())

@@ -33,18 +33,23 @@ from ..delta.actions import AddFile
 from ..delta.commit import DEFAULT_MAX_COMMIT_ATTEMPTS, Transaction
 from ..delta.snapshot import Snapshot, load_snapshot
 from ..delta.stats_schema import session_string_prefix_length
+from ..delta.storage import LocalStorage
 from ..errors import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError, InvalidArgumentError, ValidationError
 from ..inspect.live_files import LiveFiles, norm_path
 from ..inspect.validate_analyze import COMPUTE_STATS, validate_stats_actions
-from ..options import ANALYZE_OPTIONS, resolve_values
+from ..options import ANALYZE_OPTIONS, TaskRunner, resolve_values
 from ..plan.analyze import FILES_PER_COMMIT, AnalyzePlan, analyze_parameters, plan_analyze
 from ..plan.predicate import select_partitions
+from ..tasks.messages import Failed, StatsComputed, StatsSpec, StatsTask, StoreRef
+from ..tasks.stats_task import file_stats
 from .arguments import check_where
 from .pipeline import Session, gate
 from .table import Table, open_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from ..engine.spark_engine import SparkEngine
 
 __all__ = ["AnalyzeMetrics", "analyze", "plan_analyze_table"]
 
@@ -109,12 +114,6 @@ class AnalyzeMetrics:
         }
 
 
-@dataclass(frozen=True)
-class _StatsSettings:
-    time_zone: str
-    prefix: int | None
-
-
 def _check_columns(columns: object) -> list[str] | None:
     if columns is None:
         return None
@@ -124,59 +123,99 @@ def _check_columns(columns: object) -> list[str] | None:
     return [c.strip() for c in items] or None
 
 
-def _settings(session: Session, snapshot: Snapshot, get_conf: Any) -> _StatsSettings:
-    return _StatsSettings(session.settings().time_zone, session_string_prefix_length(snapshot.configuration, get_conf))
+def _spec(session: Session, snapshot: Snapshot, get_conf: Any) -> StatsSpec:
+    """What computing a file's stats needs, as a task message carries it."""
+    return StatsSpec(
+        schema=snapshot.schema,
+        partition_columns=tuple(snapshot.partition_columns),
+        configuration=dict(snapshot.configuration),
+        protocol=snapshot.protocol.to_json(),
+        time_zone=session.settings().time_zone,
+        string_prefix_length=session_string_prefix_length(snapshot.configuration, get_conf),
+    )
 
 
-def _inexact_chunks(meta: Any) -> frozenset[tuple[int, int]]:
-    """(row group, column) chunks whose min or max the writer marked truncated (arrow-rs does, by length)."""
-    out = set()
-    for r, rg in enumerate(meta.row_groups or ()):
-        for c, chunk in enumerate(rg.columns or ()):
-            st = chunk.meta_data.statistics if chunk.meta_data is not None else None
-            if st is not None and (st.is_min_value_exact is False or st.is_max_value_exact is False):
-                out.add((r, c))
-    return frozenset(out)
+def _store(snapshot: Snapshot) -> StoreRef:
+    """The table root and the options a Spark task needs to open it (as compaction's tasks get them)."""
+    if isinstance(snapshot.storage, LocalStorage):
+        return StoreRef(snapshot.location, {})
+    from ..delta.object_store import task_options
+
+    return StoreRef(snapshot.location, task_options(snapshot.location, snapshot.storage.options))
 
 
-def _file_stats(snapshot: Snapshot, f: AddFile, settings: _StatsSettings) -> str:
-    """One file's stats: its footer decoded once (exactness flags pyarrow does not expose), its data read
-    only for the columns the footer cannot answer for."""
-    from ..inspect.stats import stats_from_metadata
-    from ..tasks.parquet_footer import pyarrow_metadata, read_footer
+def _one(snapshot: Snapshot, f: AddFile, spec: StatsSpec) -> AddFile | FailedFile:
+    try:
+        stats = file_stats(snapshot.storage, snapshot.file_path(f.path), spec, tight_bounds=f.deletion_vector is None)
+        return replace(f, data_change=False, stats=stats)
+    except Exception as exc:  # a file we cannot read keeps its old stats; reported, never fatal
+        log.warning("analyze: cannot compute stats of %s: %s", f.path, exc)
+        return FailedFile(f.path, f"{type(exc).__name__}: {exc}")
 
-    location = snapshot.file_path(f.path)
-    with snapshot.storage.open_input(location) as fh:
-        footer = read_footer(fh, location)
-        return stats_from_metadata(
-            pyarrow_metadata(footer),
-            fh,
-            snapshot.schema,
-            snapshot.partition_columns,
-            snapshot.configuration,
-            protocol=snapshot.protocol,
-            session_time_zone=settings.time_zone,
-            string_prefix_length=settings.prefix,
-            tight_bounds=f.deletion_vector is None,
-            inexact_chunks=_inexact_chunks(footer.meta),
-        )
+
+def _in_driver(
+    snapshot: Snapshot, files: Sequence[AddFile], spec: StatsSpec, threads: int
+) -> list[AddFile | FailedFile]:
+    """Each file's new add (same fields, dataChange false, new stats), computed by ``threads`` threads here."""
+    if not files:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(files))), thread_name_prefix="ddo-analyze") as pool:
+        return list(pool.map(lambda f: _one(snapshot, f, spec), files))
+
+
+def _on_cluster(
+    engine: SparkEngine, snapshot: Snapshot, files: Sequence[AddFile], spec: StatsSpec, threads: int
+) -> list[AddFile | FailedFile]:
+    """One Spark job, a task per file; files the executors could not take (no package or pyarrow there, or a
+    job that ended early) are computed in the driver."""
+    from ..engine.stats_job import run_stats_job
+
+    store = _store(snapshot)
+    tasks = [
+        StatsTask(i, store, snapshot.file_path(f.path), spec, f.deletion_vector is None) for i, f in enumerate(files)
+    ]
+    outcomes = run_stats_job(engine, tasks, table=snapshot.location)
+    out: list[AddFile | FailedFile | None] = []
+    for i, f in enumerate(files):
+        o = outcomes.get(i)
+        if isinstance(o, StatsComputed):
+            log.info(
+                "stats of %s computed by %s on %s, package from %s",
+                f.path,
+                o.worker.python,
+                o.worker.host,
+                o.worker.package,
+            )
+            out.append(replace(f, data_change=False, stats=o.stats))
+        elif isinstance(o, Failed):
+            log.warning("analyze: cannot compute stats of %s: %s: %s", f.path, o.error_type, o.message)
+            out.append(FailedFile(f.path, f"{o.error_type}: {o.message}"))
+        else:
+            out.append(None)
+    rest = [f for f, o in zip(files, out) if o is None]
+    if rest:
+        log.warning("analyze: %d file(s) got no stats from the Spark job; computing them in the driver", len(rest))
+    done = iter(_in_driver(snapshot, rest, spec, threads))
+    return [o if o is not None else next(done) for o in out]
 
 
 def _compute(
-    snapshot: Snapshot, files: Sequence[AddFile], settings: _StatsSettings, threads: int
+    snapshot: Snapshot, files: Sequence[AddFile], spec: StatsSpec, threads: int, engine: SparkEngine | None
 ) -> tuple[list[AddFile], list[FailedFile]]:
-    """Each file's new add (same fields, dataChange false, new stats), read by ``threads`` threads."""
-
-    def one(f: AddFile) -> AddFile | FailedFile:
-        try:
-            return replace(f, data_change=False, stats=_file_stats(snapshot, f, settings))
-        except Exception as exc:  # a file we cannot read keeps its old stats; reported, never fatal
-            log.warning("analyze: cannot compute stats of %s: %s", f.path, exc)
-            return FailedFile(f.path, f"{type(exc).__name__}: {exc}")
-
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(files))), thread_name_prefix="ddo-analyze") as pool:
-        out = list(pool.map(one, files))
+    out = (
+        _in_driver(snapshot, files, spec, threads)
+        if engine is None
+        else _on_cluster(engine, snapshot, files, spec, threads)
+    )
     return [a for a in out if isinstance(a, AddFile)], [a for a in out if isinstance(a, FailedFile)]
+
+
+def _cluster_engine(session: Session, task_runner: str) -> SparkEngine | None:
+    """The engine when the stats tasks run as a Spark job (a running cluster session, or ``spark``); else None."""
+    if task_runner == "driver" or (task_runner == "auto" and session.running() is None):
+        return None
+    engine = session.engine()
+    return None if engine.runs_tasks_in_driver(task_runner) else engine
 
 
 def _still_live(latest: Snapshot, adds: Sequence[AddFile]) -> list[AddFile]:
@@ -294,6 +333,7 @@ def analyze(
     storage_options: Mapping[str, str] | None = None,
     max_threads: int | None = None,
     files_per_commit: int | None = None,
+    task_runner: TaskRunner | None = None,
 ) -> AnalyzeMetrics:
     """Compute statistics, exactly as delta-spark writes them, for files that lack them (or all files).
 
@@ -309,6 +349,8 @@ def analyze(
         max_threads: files computed at once (``spark.dbt_delta_optimize.analyze.maxThreads``; default 4 per
             core, at most 32).
         files_per_commit: files whose stats one commit carries (``...analyze.filesPerCommit``, 10,000).
+        task_runner: auto (the driver's threads on a local master or without a session; a Spark job per
+            commit batch on a cluster), driver, or spark (``...analyze.taskRunner``).
 
     Returns:
         AnalyzeMetrics; ``failed`` lists files whose stats could not be computed (left unchanged).
@@ -320,7 +362,7 @@ def analyze(
     knobs = resolve_values(
         ANALYZE_OPTIONS,
         get_conf,
-        {"max_threads": max_threads, "files_per_commit": files_per_commit},
+        {"max_threads": max_threads, "files_per_commit": files_per_commit, "task_runner": task_runner},
         what="analyze",
     )
     handle = open_table(table, spark=spark, storage_options=storage_options, session=session)
@@ -335,10 +377,11 @@ def analyze(
     if dry_run or not plan.files:
         return _metrics(plan, dry_run=dry_run, started=started)
     threads = knobs["max_threads"] or min(32, 4 * (os.cpu_count() or 1))
-    settings = _settings(session, handle.snapshot, get_conf)
+    spec = _spec(session, handle.snapshot, get_conf)
+    engine = _cluster_engine(session, knobs["task_runner"])
     updated, dropped, versions, failed = 0, 0, [], []
     for batch in plan.batches:
-        adds, bad = _compute(handle.snapshot, batch, settings, threads)
+        adds, bad = _compute(handle.snapshot, batch, spec, threads, engine)
         failed.extend(bad)
         version, lost = _commit(handle.snapshot, adds, plan)
         dropped += lost

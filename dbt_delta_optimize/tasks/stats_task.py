@@ -1,0 +1,83 @@
+"""``analyze``'s task body: one data file's Delta stats, computed where the task runs.
+
+The same function serves the driver's threads (a local master, or a path table without Spark) and a
+Spark task on a cluster: the footer is read once (with the exactness flags pyarrow does not expose) and
+the data only for the columns the footer cannot answer for (``inspect.stats``).
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from .messages import Failed, FailureKind, StatsComputed, StatsSpec, StatsTask, WorkerInfo
+
+if TYPE_CHECKING:
+    from ..delta.storage import Storage
+
+__all__ = ["file_stats", "run_stats"]
+
+
+def _inexact_chunks(meta: Any) -> frozenset[tuple[int, int]]:
+    """(row group, column) chunks whose min or max the writer marked truncated (arrow-rs does, by length)."""
+    out = set()
+    for r, rg in enumerate(meta.row_groups or ()):
+        for c, chunk in enumerate(rg.columns or ()):
+            st = chunk.meta_data.statistics if chunk.meta_data is not None else None
+            if st is not None and (st.is_min_value_exact is False or st.is_max_value_exact is False):
+                out.add((r, c))
+    return frozenset(out)
+
+
+def file_stats(storage: Storage, location: str, spec: StatsSpec, *, tight_bounds: bool) -> str:
+    """One file's stats JSON exactly as delta-spark writes them (``tight_bounds`` False: a file with a DV)."""
+    from ..delta.actions import Protocol
+    from ..inspect.stats import stats_from_metadata
+    from .parquet_footer import pyarrow_metadata, read_footer
+
+    with storage.open_input(location) as fh:
+        footer = read_footer(fh, location)
+        return stats_from_metadata(
+            pyarrow_metadata(footer),
+            fh,
+            spec.schema,
+            spec.partition_columns,
+            spec.configuration,
+            protocol=Protocol.from_json(spec.protocol) if spec.protocol is not None else None,
+            session_time_zone=spec.time_zone,
+            string_prefix_length=spec.string_prefix_length,
+            tight_bounds=tight_bounds,
+            inexact_chunks=_inexact_chunks(footer.meta),
+        )
+
+
+def _worker() -> WorkerInfo:
+    import socket
+    import sys
+
+    module = sys.modules.get(__name__.rsplit(".", 2)[0])
+    return WorkerInfo(sys.executable, socket.gethostname(), os.getpid(), getattr(module, "__file__", None))
+
+
+def run_stats(task: StatsTask, storage: Storage) -> StatsComputed | Failed:
+    """A Spark task's answer: the stats, or a typed failure naming the file (the driver keeps its old stats)."""
+    from ..errors import DataFileError, StorageAccessError
+
+    try:
+        stats = file_stats(storage, task.location, task.stats, tight_bounds=task.tight_bounds)
+        return StatsComputed(task.bin_id, stats, _worker())
+    except Exception as exc:
+        kind: FailureKind = "storage" if isinstance(exc, StorageAccessError) else "data_file"
+        if not isinstance(exc, (StorageAccessError, DataFileError, OSError, ValueError)):
+            kind = "internal"
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return Failed(
+            task.bin_id,
+            kind,
+            type(exc).__name__,
+            message,
+            task.location,
+            retryable=bool(getattr(exc, "retryable", False)),
+            trace=traceback.format_exc(),
+        )
