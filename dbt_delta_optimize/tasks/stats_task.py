@@ -30,16 +30,45 @@ def _inexact_chunks(meta: Any) -> frozenset[tuple[int, int]]:
     return frozenset(out)
 
 
+def _pyarrow_only(fh: Any) -> tuple[Any, frozenset[tuple[int, int]]]:
+    """The footer through pyarrow alone (an executor without thriftpy2), which hides the writer's exactness
+    flags: a byte-array chunk's bounds are taken as exact only from parquet-mr/parquet-java (which never
+    truncates footer statistics); the other writers' are read from the data."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(fh)
+    if (meta.created_by or "").startswith(("parquet-mr", "parquet-java")):
+        return meta, frozenset()
+    binary = {"BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"}
+    return meta, frozenset(
+        (r, c)
+        for r in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+        if meta.row_group(r).column(c).physical_type in binary
+    )
+
+
+def _footer(fh: Any, location: str) -> tuple[Any, frozenset[tuple[int, int]]]:
+    """pyarrow's metadata of the file and the chunks whose min or max is not exact."""
+    try:
+        import thriftpy2  # noqa: F401  (decodes the footer's exactness flags)
+    except ImportError:
+        return _pyarrow_only(fh)
+    from .parquet_footer import pyarrow_metadata, read_footer
+
+    footer = read_footer(fh, location)
+    return pyarrow_metadata(footer), _inexact_chunks(footer.meta)
+
+
 def file_stats(storage: Storage, location: str, spec: StatsSpec, *, tight_bounds: bool) -> str:
     """One file's stats JSON exactly as delta-spark writes them (``tight_bounds`` False: a file with a DV)."""
     from ..delta.actions import Protocol
     from ..inspect.stats import stats_from_metadata
-    from .parquet_footer import pyarrow_metadata, read_footer
 
     with storage.open_input(location) as fh:
-        footer = read_footer(fh, location)
+        metadata, inexact = _footer(fh, location)
         return stats_from_metadata(
-            pyarrow_metadata(footer),
+            metadata,
             fh,
             spec.schema,
             spec.partition_columns,
@@ -48,7 +77,7 @@ def file_stats(storage: Storage, location: str, spec: StatsSpec, *, tight_bounds
             session_time_zone=spec.time_zone,
             string_prefix_length=spec.string_prefix_length,
             tight_bounds=tight_bounds,
-            inexact_chunks=_inexact_chunks(footer.meta),
+            inexact_chunks=inexact,
         )
 
 
