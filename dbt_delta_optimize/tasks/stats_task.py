@@ -7,11 +7,11 @@ the data only for the columns the footer cannot answer for (``inspect.stats``).
 
 from __future__ import annotations
 
-import os
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from .messages import Failed, FailureKind, StatsComputed, StatsSpec, StatsTask, WorkerInfo
+from .bin_task import spec_stats, worker_info
+from .messages import Failed, FailureKind, StatsComputed, StatsSpec, StatsTask
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
@@ -62,31 +62,9 @@ def _footer(fh: Any, location: str) -> tuple[Any, frozenset[tuple[int, int]]]:
 
 def file_stats(storage: Storage, location: str, spec: StatsSpec, *, tight_bounds: bool) -> str:
     """One file's stats JSON exactly as delta-spark writes them (``tight_bounds`` False: a file with a DV)."""
-    from ..delta.actions import Protocol
-    from ..inspect.stats import stats_from_metadata
-
     with storage.open_input(location) as fh:
         metadata, inexact = _footer(fh, location)
-        return stats_from_metadata(
-            metadata,
-            fh,
-            spec.schema,
-            spec.partition_columns,
-            spec.configuration,
-            protocol=Protocol.from_json(spec.protocol) if spec.protocol is not None else None,
-            session_time_zone=spec.time_zone,
-            string_prefix_length=spec.string_prefix_length,
-            tight_bounds=tight_bounds,
-            inexact_chunks=inexact,
-        )
-
-
-def _worker() -> WorkerInfo:
-    import socket
-    import sys
-
-    module = sys.modules.get(__name__.rsplit(".", 2)[0])
-    return WorkerInfo(sys.executable, socket.gethostname(), os.getpid(), getattr(module, "__file__", None))
+        return spec_stats(spec, metadata, fh, tight_bounds=tight_bounds, inexact_chunks=inexact)
 
 
 def run_stats(task: StatsTask, storage: Storage) -> StatsComputed | Failed:
@@ -95,7 +73,7 @@ def run_stats(task: StatsTask, storage: Storage) -> StatsComputed | Failed:
 
     try:
         stats = file_stats(storage, task.location, task.stats, tight_bounds=task.tight_bounds)
-        return StatsComputed(task.bin_id, stats, _worker())
+        return StatsComputed(task.bin_id, stats, worker_info())
     except Exception as exc:
         kind: FailureKind = "storage" if isinstance(exc, StorageAccessError) else "data_file"
         if not isinstance(exc, (StorageAccessError, DataFileError, OSError, ValueError)):
