@@ -13,9 +13,12 @@ Files with a deletion vector get the physical file's stats as wide bounds (``tig
 numRecords the physical rows, as PROTOCOL.md requires). That is what delta-spark itself computes for such a
 file (a DML with deletion vectors on a file without stats: ``StatsCollectionUtils.computeStats`` with
 ``setBoundsToWide``); its ``recompute`` refuses tables with deletion vectors, and no delta-spark path writes
-tight bounds for a file with a DV. Where delta-spark's footer collector gives no bound (doubles from a writer
-it does not trust, timestamps, decimals) ours still do, computed as its write path computes them. Files are read by a thread pool in this process
-through the table's Storage (pyarrow releases the GIL), not by Spark tasks: a path table needs no JVM.
+tight bounds for a file with a DV. Where delta-spark's footer collector gives no bound (timestamps, decimals,
+doubles it cannot trust from a footer) ours still do, computed as its write path computes them.
+
+Each file is one task (``tasks.stats_task``), run as compaction's bins are: the driver's threads through the
+table's Storage on a local master or without a session (a path table needs no JVM), one Spark job per
+commit batch on a cluster (``engine.stats_job``), files the executors cannot take computed in the driver.
 """
 
 from __future__ import annotations
