@@ -97,6 +97,7 @@ def main() -> None:
         )
         ours: list[float] = []
         read: list[float] = []
+        loads: list[float] = []  #: the 1-minute load average after each run (the machine may be shared)
         for i in range(args.repeats):  # alternating order, so neither side always has the warmer cache
             if i % 2 == 0:
                 read.append(time_read(files))
@@ -104,13 +105,19 @@ def main() -> None:
             else:
                 ours.append(time_analyze(path))
                 read.append(time_read(files))
-            print(f"run {i + 1}: analyze --all {ours[-1]:.2f}s, full pyarrow read {read[-1]:.2f}s", flush=True)
+            loads.append(os.getloadavg()[0])
+            print(
+                f"run {i + 1}: analyze --all {ours[-1]:.2f}s, full pyarrow read {read[-1]:.2f}s "
+                f"(load average {loads[-1]:.1f})",
+                flush=True,
+            )
         result = {
             "files": len(files),
             "bytes": size,
             "rows": args.rows,
             "analyze_s": statistics.median(ours),
             "full_read_s": statistics.median(read),
+            "load_averages": loads,
         }
         result["analyze_vs_full_read"] = result["analyze_s"] / result["full_read_s"]
         print(

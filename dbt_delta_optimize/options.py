@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 from .errors import InvalidConfigError
 
 __all__ = [
+    "ANALYZE_OPTIONS",
     "AUTO_COMPACT_OPTIONS",
     "MAX_SIZE",
     "OPTIMIZE_OPTIONS",
@@ -421,6 +422,40 @@ VACUUM_OPTIONS: tuple[Option, ...] = (
 )
 
 
+#: analyze's settings (which files and columns are the command's arguments, as in delta-spark's recompute).
+ANALYZE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "files_per_commit",
+        "count",
+        OURS + "analyze.filesPerCommit",
+        10_000,
+        "Files whose new statistics one COMPUTE STATS commit carries (a large table's backfill lands in several).",
+        minimum=1,
+        meta=False,
+    ),
+    Option(
+        "max_threads",
+        "count",
+        OURS + "analyze.maxThreads",
+        None,
+        "Files whose statistics the driver computes at once (footer reads overlap on object stores).",
+        minimum=1,
+        unset="4 per core, at most 32",
+        meta=False,
+    ),
+    Option(
+        "task_runner",
+        "choice",
+        OURS + "analyze.taskRunner",
+        "auto",
+        "Where files' statistics are computed: auto (the driver's threads on a local master or without a "
+        "session, else one Spark job per commit batch), driver, or spark.",
+        choices=get_args(TaskRunner),
+        meta=False,
+    ),
+)
+
+
 #: Where an effective setting came from: the caller (a keyword, a flag, a model's meta key, run-operation's
 #: settings: the caller names it), the Spark session's conf, or the declared default.
 SettingSource = str
@@ -554,5 +589,9 @@ def options_table_markdown() -> str:
         "**VACUUM** (`--retain` and `--mode` are arguments, as delta-spark's `RETAIN n HOURS` and `LITE`)",
         "",
         *_table(VACUUM_OPTIONS, cli_command="vacuum"),
+        "",
+        "**ANALYZE** (`--columns`, `--all` and `--where` are arguments, as delta-spark's recompute takes them)",
+        "",
+        *_table(ANALYZE_OPTIONS, cli_command="analyze"),
     ]
     return "\n".join(lines) + "\n"

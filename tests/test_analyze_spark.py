@@ -178,6 +178,52 @@ def test_deletion_vectors_and_row_tracking(spark, tmp_path):
     assert spark.read.format("delta").load(p).where("id < 50").count() == 0
 
 
+def test_deletion_vector_stats_equal_delta_spark(spark, tmp_path):
+    """(c) delta-spark's recompute refuses tables with deletion vectors; the stats it computes itself for
+    a file with a DV and no stats (a DELETE's StatsCollectionUtils.computeStats, setBoundsToWide) are the
+    physical file's footer stats with tightBounds false. analyze --all writes exactly those for such a
+    file, and tight bounds for the others."""
+    p = str(tmp_path / "dvspark")
+    spark.sql(
+        f"CREATE TABLE delta.`{p}` (id LONG, s STRING, d DOUBLE, st STRUCT<a: INT>) USING delta "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.conf.set("spark.databricks.delta.stats.collect", "false")
+    try:
+        spark.range(0, 300).selectExpr(
+            "id",
+            "CASE WHEN id % 5 = 0 THEN NULL ELSE concat(repeat('y', 40), cast(id AS string)) END AS s",
+            "CASE WHEN id % 7 = 0 THEN double('NaN') ELSE id / 3.0 END AS d",
+            "named_struct('a', cast(id AS int)) AS st",
+        ).repartitionByRange(3, "id").write.format("delta").mode("append").save(p)
+    finally:
+        spark.conf.unset("spark.databricks.delta.stats.collect")
+    assert all(not a.get("stats") for a in _live_adds(spark, p).values())
+    spark.sql(f"DELETE FROM delta.`{p}` WHERE id IN (0, 1, 2, 3)")  # delta-spark fetches the file's stats
+    theirs = {k: json.loads(a["stats"]) for k, a in _live_adds(spark, p).items() if a.get("deletionVector")}
+    assert len(theirs) == 1 and next(iter(theirs.values()))["tightBounds"] is False
+    before, before_rs = rows_spark(spark, p), rows_deltars(p)
+
+    m = analyze(spark, p, all=True)
+
+    assert m.files_updated == 3 and m.ok
+    ours = {a["path"]: (a, json.loads(a["stats"])) for a in _last_adds(p)}
+    for path, st in theirs.items():  # delta-spark's footer collector gives no bound for d here (NaN in it);
+        mine = ours[path][1]  # ours come from the data as its write path does: the same values, and d
+        assert {k: v for k, v in mine.items() if k not in ("minValues", "maxValues")} == {
+            k: v for k, v in st.items() if k not in ("minValues", "maxValues")
+        }
+        assert st["numRecords"] == 100 and st["nullCount"]["s"] == 20
+        for key in ("minValues", "maxValues"):
+            assert {k: v for k, v in mine[key].items() if k in st[key]} == st[key]
+            assert set(mine[key]) - set(st[key]) == {"d"}
+        assert mine["maxValues"]["d"] == "NaN" and mine["minValues"]["d"] == 0.333333  # id 0 is NaN
+    for add, st in ours.values():
+        if not add.get("deletionVector"):
+            assert st["tightBounds"] is True and st["numRecords"] == 100 and st["minValues"]["id"] % 100 == 0
+    assert rows_spark(spark, p) == before and rows_deltars(p) == before_rs  # each engine as before
+
+
 def test_column_mapping_physical_names(spark, tmp_path):
     """(c) Under column mapping the stats are keyed by physical names, also after a rename."""
     p = str(tmp_path / "cm")
@@ -283,3 +329,27 @@ def test_stats_columns_changed_after_write(spark, tmp_path):
         st = json.loads(a["stats"])
         assert (st["minValues"]["s"], st["maxValues"]["s"]) == expected[os.path.basename(a["path"])]
         assert st["nullCount"] == {"id": 0, "s": 0}
+
+
+def test_session_string_prefix_length(spark, tmp_path):
+    """(c) spark.databricks.io.skipping.stringPrefixLength (delta-spark's session default when the table sets
+    no prefix) is honoured by analyze (equal to delta-spark's stats written under it) and by our writer."""
+    from dbt_delta_optimize.api import optimize
+
+    p = str(tmp_path / "prefix")
+    spark.conf.set("spark.databricks.io.skipping.stringPrefixLength", "5")
+    try:
+        spark.range(0, 60).selectExpr("id", "concat('abcdefgh', cast(100 + id AS string)) AS s").repartition(
+            3
+        ).write.format("delta").save(p)
+        theirs = {k: json.loads(a["stats"]) for k, a in _live_adds(spark, p).items()}
+        assert {s["minValues"]["s"] for s in theirs.values()} == {"abcde"}
+        m = analyze(spark, p, all=True)
+        assert m.files_updated == 3
+        assert {a["path"]: json.loads(a["stats"]) for a in _last_adds(p)} == theirs
+        optimize(spark, p)
+        (new,) = _live_adds(spark, p).values()
+        st = json.loads(new["stats"])
+        assert st["minValues"]["s"] == "abcde" and st["maxValues"]["s"] == "abcde\x7f" and st["numRecords"] == 60
+    finally:
+        spark.conf.unset("spark.databricks.io.skipping.stringPrefixLength")

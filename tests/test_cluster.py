@@ -350,3 +350,34 @@ def test_standalone_executors_without_pyarrow_fall_back_to_spark_in_one_line(sta
     out = " ".join((proc.stdout + proc.stderr).split())  # rich wraps the CLI's log lines
     assert out.count(FALLBACK) == 1 and "cannot import pyarrow (ModuleNotFoundError" in out, brief(proc.stdout)
     assert "stack trace below" not in out
+
+
+def test_analyze_runs_as_a_spark_job_on_the_standalone_cluster(standalone_cluster, tmp_path):
+    """analyze's per-file stats tasks run on the executors (which lack the package: it is shipped), and the
+    stats equal those the driver's threads compute for the same files."""
+    import shutil
+
+    from dbt_delta_optimize.ops.analyze import analyze
+
+    path, copy = str(tmp_path / "a"), str(tmp_path / "b")
+    small_files_table(path, appends=2)
+    shutil.copytree(path, copy)
+    before = rows(path)
+
+    local = analyze(None, copy, all=True)  # the driver's threads, no Spark
+    proc = submit(standalone_cluster, "-v", "analyze", path, "--all", "--json")
+
+    metrics = job_json(proc.stdout)
+    assert metrics["filesUpdated"] == local.files_updated == 8 and metrics["failed"] == []
+    ran = [line for line in proc.stdout.splitlines() if "stats of" in line and "package from" in line]
+    assert len(ran) == 8 and all(EXECUTOR_PYTHON in line for line in ran), proc.stdout[-3000:]
+    assert ".zip/dbt_delta_optimize/__init__.py" in proc.stdout  # the package this run shipped
+    assert "got no stats from the Spark job" not in proc.stdout + proc.stderr
+
+    def last_stats(p: str) -> dict[str, dict]:
+        snap = load_snapshot(p)
+        return {f.path: json.loads(f.stats or "{}") for f in snap.file_table.files(list(range(len(snap.file_table))))}
+
+    assert last_stats(path) == last_stats(copy) and len(last_stats(path)) == 8
+    (last, *_) = DeltaTable(path).history()
+    assert last["operation"] == "COMPUTE STATS" and rows(path) == before

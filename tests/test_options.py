@@ -17,6 +17,7 @@ from dbt_delta_optimize.dbt.settings import SETTINGS, ModelSettings, parse_setti
 from dbt_delta_optimize.errors import InvalidConfigError
 from dbt_delta_optimize.ops.arguments import settings_of
 from dbt_delta_optimize.options import (
+    ANALYZE_OPTIONS,
     AUTO_COMPACT_OPTIONS,
     OPTIMIZE_OPTIONS,
     PURGE_FIXED,
@@ -135,9 +136,11 @@ def test_readme_settings_table_is_generated_from_the_declaration():
 def test_readme_lists_the_same_options():
     block = _readme_block()
     optimize_part, rest = block.split("**Auto compaction**")
-    auto_part, vacuum_part = rest.split("**VACUUM**")
+    auto_part, rest = rest.split("**VACUUM**")
+    vacuum_part, analyze_part = rest.split("**ANALYZE**")
     rows = lambda part: re.findall(r"^\| `([a-z_]+)`", part, re.M)  # noqa: E731
     assert rows(optimize_part) == OPTIMIZE and rows(auto_part) == AUTO
     assert rows(vacuum_part) == [o.name for o in VACUUM_OPTIONS]
-    for o in (*OPTIMIZE_OPTIONS, *AUTO_COMPACT_OPTIONS, *VACUUM_OPTIONS):
+    assert rows(analyze_part) == [o.name for o in ANALYZE_OPTIONS]
+    for o in (*OPTIMIZE_OPTIONS, *AUTO_COMPACT_OPTIONS, *VACUUM_OPTIONS, *ANALYZE_OPTIONS):
         assert f"`{o.conf}`" in block and o.flag in block

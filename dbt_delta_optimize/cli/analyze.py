@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
+from ..options import ANALYZE_OPTIONS
 from .common import BoundaryCommand, storage_option, storage_options
 from .format import echo_json
+from .settings import setting_flags
 
 __all__ = ["analyze_cmd", "analyze_commands"]
 
@@ -22,10 +25,17 @@ __all__ = ["analyze_cmd", "analyze_commands"]
 )
 @click.option("--all", "all_files", is_flag=True, help="Recompute every file's statistics, not only missing ones.")
 @click.option("--where", "where", multiple=True, help="Partition predicate (Spark SQL); repeat to AND several.")
+@setting_flags(ANALYZE_OPTIONS)
 @click.option("--dry-run", is_flag=True, help="Print which files would get statistics; nothing is read or written.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 def analyze_cmd(
-    table: str, columns: str | None, all_files: bool, where: tuple[str, ...], dry_run: bool, as_json: bool
+    table: str,
+    columns: str | None,
+    all_files: bool,
+    where: tuple[str, ...],
+    dry_run: bool,
+    as_json: bool,
+    **settings: Any,
 ) -> None:
     """Compute the per-file statistics TABLE's files lack (or, with --all, every file's), exactly as
     delta-spark writes them, mostly from Parquet footers; committed as COMPUTE STATS. A path needs no Spark."""
@@ -39,6 +49,9 @@ def analyze_cmd(
         where=list(where),
         dry_run=dry_run,
         storage_options=storage_options(),
+        max_threads=settings.get("max_threads"),
+        files_per_commit=settings.get("files_per_commit"),
+        task_runner=settings.get("task_runner"),
     )
     if as_json:
         echo_json(metrics.to_dict())

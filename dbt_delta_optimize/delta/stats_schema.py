@@ -8,9 +8,11 @@ leaf columns, or exactly the columns named in ``delta.dataSkippingStatsColumns``
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from ..errors import InvalidConfigError
 
 NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
 STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
@@ -22,6 +24,9 @@ DELETION_VECTORS_KEY = "delta.enableDeletionVectors"
 DEFAULT_NUM_INDEXED_COLS = 32
 #: Session default (spark.databricks.io.skipping.stringPrefixLength); the table property wins.
 DEFAULT_STRING_PREFIX_LENGTH = 32
+#: delta-spark's session conf (DeltaSQLConf.DATA_SKIPPING_STRING_PREFIX_LENGTH, default 32): the prefix
+#: when the table sets no ``delta.dataSkippingStringPrefixLength`` (StatsCollectionUtils precedence).
+SESSION_STRING_PREFIX_CONF = "spark.databricks.io.skipping.stringPrefixLength"
 
 INTEGRAL_TYPES = frozenset({"byte", "short", "integer", "long"})
 FLOATING_TYPES = frozenset({"float", "double"})
@@ -176,6 +181,26 @@ def stats_leaves(
             yield from stats_leaves(f.children or (), path)
         else:
             yield path, f
+
+
+def session_string_prefix_length(
+    configuration: Mapping[str, str], get_conf: Callable[[str], str | None] | None
+) -> int | None:
+    """The session's ``spark.databricks.io.skipping.stringPrefixLength`` when the table sets no prefix
+    (delta-spark's ``getDataSkippingStringPrefixLength``: the table property, then the session conf);
+    None: the table's (or the default 32) applies."""
+    if get_conf is None or STRING_PREFIX_KEY in configuration:
+        return None
+    raw = get_conf(SESSION_STRING_PREFIX_CONF)
+    if raw is None or str(raw).strip() == "":
+        return None
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(
+            f"{SESSION_STRING_PREFIX_CONF}={raw!r} is not an integer: set it to a whole number (delta-spark's "
+            "default is 32) or unset it."
+        ) from None
 
 
 def configured_string_prefix_length(configuration: Mapping[str, str]) -> int:

@@ -24,6 +24,7 @@ from ..delta.column_mapping import mapping_mode, physical_column_path
 from ..delta.debris import RunJournal
 from ..delta.row_tracking import RowTracking
 from ..delta.snapshot import Snapshot
+from ..delta.stats_schema import session_string_prefix_length
 from ..delta.storage import LocalStorage, join
 from ..plan.planner import Bin, OptimizePlan
 from ..tasks.arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
@@ -110,6 +111,7 @@ class BinRewriter:
                 snap.configuration,
                 protocol=snap.protocol,
                 session_time_zone=self.engine.time_zone,
+                string_prefix_length=self._stats_spec.string_prefix_length,
             )
         return AddFile(
             path=log_path,
@@ -190,6 +192,7 @@ class BinRewriter:
             configuration=dict(snap.configuration),
             protocol=snap.protocol.to_json(),
             time_zone=self.engine.time_zone,
+            string_prefix_length=session_string_prefix_length(snap.configuration, self.engine.conf),
         )
 
     @property

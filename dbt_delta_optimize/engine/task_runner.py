@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..tasks import bootstrap
-from ..tasks.messages import BinTask, Fallback, Outcome, decode_outcome, encode
+from ..tasks.messages import Fallback, Outcome, Task, decode_outcome, encode
 
 if TYPE_CHECKING:
     from .spark_engine import SparkEngine
@@ -67,7 +67,7 @@ class TaskJob:
     def __init__(
         self,
         engine: SparkEngine,
-        tasks: Sequence[BinTask],
+        tasks: Sequence[Task],
         group: str,
         description: str,
         events: Any,
@@ -195,7 +195,7 @@ class TaskJob:
         """
         from ..tasks.worker import run_task
 
-        todo: queue.SimpleQueue[BinTask] = queue.SimpleQueue()
+        todo: queue.SimpleQueue[Task] = queue.SimpleQueue()
         for task in self.tasks:
             todo.put(task)
         errors: list[BaseException] = []
@@ -261,7 +261,7 @@ class TaskJob:
 
 def start_task_job(
     engine: SparkEngine,
-    tasks: Sequence[BinTask],
+    tasks: Sequence[Task],
     group: str,
     description: str,
     events: Any,

@@ -426,7 +426,7 @@ def fill_from_data(path: Any, metadata: pq.FileMetaData, leaves: list[LeafStats]
         return
     pf = pq.ParquetFile(path() if callable(path) else path, coerce_int96_timestamp_unit="us")
     tops = sorted({leaf.target[0] for leaf in todo if leaf.target})
-    table = pf.read(columns=tops)
+    table = pf.read(columns=tops, use_threads=False)  # callers read files in parallel (analyze, bin tasks)
     for leaf in todo:
         assert leaf.target is not None
         try:

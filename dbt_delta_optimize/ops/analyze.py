@@ -10,15 +10,22 @@ columns it cannot answer for), and commits what recompute commits: an ``add`` fo
 ``dataChange: false`` and the new stats, every other field kept, as ``COMPUTE STATS``.
 
 Files with a deletion vector get the physical file's stats as wide bounds (``tightBounds: false``,
-numRecords the physical rows), which is what delta-spark keeps for such files after a DELETE; delta-spark's
-own recompute refuses tables with deletion vectors. Files are read by a thread pool in this process
-through the table's Storage (pyarrow releases the GIL), not by Spark tasks: a path table needs no JVM.
+numRecords the physical rows, as PROTOCOL.md requires). That is what delta-spark itself computes for such a
+file (a DML with deletion vectors on a file without stats: ``StatsCollectionUtils.computeStats`` with
+``setBoundsToWide``); its ``recompute`` refuses tables with deletion vectors, and no delta-spark path writes
+tight bounds for a file with a DV. Where delta-spark's footer collector gives no bound (timestamps, decimals,
+doubles it cannot trust from a footer) ours still do, computed as its write path computes them.
+
+Each file is one task (``tasks.stats_task``), run as compaction's bins are: the driver's threads through the
+table's Storage on a local master or without a session (a path table needs no JVM), one Spark job per
+commit batch on a cluster (``engine.stats_job``), files the executors cannot take computed in the driver.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,12 +35,16 @@ from typing import TYPE_CHECKING, Any
 from ..delta.actions import AddFile
 from ..delta.commit import DEFAULT_MAX_COMMIT_ATTEMPTS, Transaction
 from ..delta.snapshot import Snapshot, load_snapshot
-from ..delta.stats_schema import STRING_PREFIX_KEY
+from ..delta.stats_schema import session_string_prefix_length
+from ..delta.storage import LocalStorage
 from ..errors import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError, InvalidArgumentError, ValidationError
 from ..inspect.live_files import LiveFiles, norm_path
 from ..inspect.validate_analyze import COMPUTE_STATS, validate_stats_actions
+from ..options import ANALYZE_OPTIONS, TaskRunner, resolve_values
 from ..plan.analyze import FILES_PER_COMMIT, AnalyzePlan, analyze_parameters, plan_analyze
 from ..plan.predicate import select_partitions
+from ..tasks.messages import Failed, StatsComputed, StatsSpec, StatsTask, StoreRef
+from ..tasks.stats_task import file_stats
 from .arguments import check_where
 from .pipeline import Session, gate
 from .table import Table, open_table
@@ -41,12 +52,11 @@ from .table import Table, open_table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ..engine.spark_engine import SparkEngine
+
 __all__ = ["AnalyzeMetrics", "analyze", "plan_analyze_table"]
 
 log = logging.getLogger(__name__)
-
-#: spark.databricks.io.skipping.stringPrefixLength: the session's stats prefix when the table sets none.
-SESSION_PREFIX_KEY = "spark.databricks.io.skipping.stringPrefixLength"
 
 
 @dataclass(frozen=True)
@@ -107,12 +117,6 @@ class AnalyzeMetrics:
         }
 
 
-@dataclass(frozen=True)
-class _StatsSettings:
-    time_zone: str
-    prefix: int | None
-
-
 def _check_columns(columns: object) -> list[str] | None:
     if columns is None:
         return None
@@ -122,67 +126,99 @@ def _check_columns(columns: object) -> list[str] | None:
     return [c.strip() for c in items] or None
 
 
-def _settings(session: Session, snapshot: Snapshot) -> _StatsSettings:
-    settings = session.settings()
-    prefix = None
-    raw = settings.get_conf(SESSION_PREFIX_KEY)
-    if STRING_PREFIX_KEY not in snapshot.configuration and raw:
-        try:
-            prefix = int(raw)
-        except ValueError:
-            raise InvalidArgumentError(f"{SESSION_PREFIX_KEY}={raw!r} is not an integer.") from None
-    return _StatsSettings(settings.time_zone, prefix)
+def _spec(session: Session, snapshot: Snapshot, get_conf: Any) -> StatsSpec:
+    """What computing a file's stats needs, as a task message carries it."""
+    return StatsSpec(
+        schema=snapshot.schema,
+        partition_columns=tuple(snapshot.partition_columns),
+        configuration=dict(snapshot.configuration),
+        protocol=snapshot.protocol.to_json(),
+        time_zone=session.settings().time_zone,
+        string_prefix_length=session_string_prefix_length(snapshot.configuration, get_conf),
+    )
 
 
-def _inexact_chunks(meta: Any) -> frozenset[tuple[int, int]]:
-    """(row group, column) chunks whose min or max the writer marked truncated (arrow-rs does, by length)."""
-    out = set()
-    for r, rg in enumerate(meta.row_groups or ()):
-        for c, chunk in enumerate(rg.columns or ()):
-            st = chunk.meta_data.statistics if chunk.meta_data is not None else None
-            if st is not None and (st.is_min_value_exact is False or st.is_max_value_exact is False):
-                out.add((r, c))
-    return frozenset(out)
+def _store(snapshot: Snapshot) -> StoreRef:
+    """The table root and the options a Spark task needs to open it (as compaction's tasks get them)."""
+    if isinstance(snapshot.storage, LocalStorage):
+        return StoreRef(snapshot.location, {})
+    from ..delta.object_store import task_options
+
+    return StoreRef(snapshot.location, task_options(snapshot.location, snapshot.storage.options))
 
 
-def _file_stats(snapshot: Snapshot, f: AddFile, settings: _StatsSettings) -> str:
-    """One file's stats: its footer decoded once (exactness flags pyarrow does not expose), its data read
-    only for the columns the footer cannot answer for."""
-    from ..inspect.stats import stats_from_metadata
-    from ..tasks.parquet_footer import pyarrow_metadata, read_footer
+def _one(snapshot: Snapshot, f: AddFile, spec: StatsSpec) -> AddFile | FailedFile:
+    try:
+        stats = file_stats(snapshot.storage, snapshot.file_path(f.path), spec, tight_bounds=f.deletion_vector is None)
+        return replace(f, data_change=False, stats=stats)
+    except Exception as exc:  # a file we cannot read keeps its old stats; reported, never fatal
+        log.warning("analyze: cannot compute stats of %s: %s", f.path, exc)
+        return FailedFile(f.path, f"{type(exc).__name__}: {exc}")
 
-    location = snapshot.file_path(f.path)
-    with snapshot.storage.open_input(location) as fh:
-        footer = read_footer(fh, location)
-        return stats_from_metadata(
-            pyarrow_metadata(footer),
-            fh,
-            snapshot.schema,
-            snapshot.partition_columns,
-            snapshot.configuration,
-            protocol=snapshot.protocol,
-            session_time_zone=settings.time_zone,
-            string_prefix_length=settings.prefix,
-            tight_bounds=f.deletion_vector is None,
-            inexact_chunks=_inexact_chunks(footer.meta),
-        )
+
+def _in_driver(
+    snapshot: Snapshot, files: Sequence[AddFile], spec: StatsSpec, threads: int
+) -> list[AddFile | FailedFile]:
+    """Each file's new add (same fields, dataChange false, new stats), computed by ``threads`` threads here."""
+    if not files:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(files))), thread_name_prefix="ddo-analyze") as pool:
+        return list(pool.map(lambda f: _one(snapshot, f, spec), files))
+
+
+def _on_cluster(
+    engine: SparkEngine, snapshot: Snapshot, files: Sequence[AddFile], spec: StatsSpec, threads: int
+) -> list[AddFile | FailedFile]:
+    """One Spark job, a task per file; files the executors could not take (no package or pyarrow there, or a
+    job that ended early) are computed in the driver."""
+    from ..engine.stats_job import run_stats_job
+
+    store = _store(snapshot)
+    tasks = [
+        StatsTask(i, store, snapshot.file_path(f.path), spec, f.deletion_vector is None) for i, f in enumerate(files)
+    ]
+    outcomes = run_stats_job(engine, tasks, table=snapshot.location)
+    out: list[AddFile | FailedFile | None] = []
+    for i, f in enumerate(files):
+        o = outcomes.get(i)
+        if isinstance(o, StatsComputed):
+            log.info(
+                "stats of %s computed by %s on %s, package from %s",
+                f.path,
+                o.worker.python,
+                o.worker.host,
+                o.worker.package,
+            )
+            out.append(replace(f, data_change=False, stats=o.stats))
+        elif isinstance(o, Failed):
+            log.warning("analyze: cannot compute stats of %s: %s: %s", f.path, o.error_type, o.message)
+            out.append(FailedFile(f.path, f"{o.error_type}: {o.message}"))
+        else:
+            out.append(None)
+    rest = [f for f, o in zip(files, out) if o is None]
+    if rest:
+        log.warning("analyze: %d file(s) got no stats from the Spark job; computing them in the driver", len(rest))
+    done = iter(_in_driver(snapshot, rest, spec, threads))
+    return [o if o is not None else next(done) for o in out]
 
 
 def _compute(
-    snapshot: Snapshot, files: Sequence[AddFile], settings: _StatsSettings, threads: int
+    snapshot: Snapshot, files: Sequence[AddFile], spec: StatsSpec, threads: int, engine: SparkEngine | None
 ) -> tuple[list[AddFile], list[FailedFile]]:
-    """Each file's new add (same fields, dataChange false, new stats), read by ``threads`` threads."""
-
-    def one(f: AddFile) -> AddFile | FailedFile:
-        try:
-            return replace(f, data_change=False, stats=_file_stats(snapshot, f, settings))
-        except Exception as exc:  # a file we cannot read keeps its old stats; reported, never fatal
-            log.warning("analyze: cannot compute stats of %s: %s", f.path, exc)
-            return FailedFile(f.path, f"{type(exc).__name__}: {exc}")
-
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(files))), thread_name_prefix="ddo-analyze") as pool:
-        out = list(pool.map(one, files))
+    out = (
+        _in_driver(snapshot, files, spec, threads)
+        if engine is None
+        else _on_cluster(engine, snapshot, files, spec, threads)
+    )
     return [a for a in out if isinstance(a, AddFile)], [a for a in out if isinstance(a, FailedFile)]
+
+
+def _cluster_engine(session: Session, task_runner: str) -> SparkEngine | None:
+    """The engine when the stats tasks run as a Spark job (a running cluster session, or ``spark``); else None."""
+    if task_runner == "driver" or (task_runner == "auto" and session.running() is None):
+        return None
+    engine = session.engine()
+    return None if engine.runs_tasks_in_driver(task_runner) else engine
 
 
 def _still_live(latest: Snapshot, adds: Sequence[AddFile]) -> list[AddFile]:
@@ -299,7 +335,8 @@ def analyze(
     dry_run: bool = False,
     storage_options: Mapping[str, str] | None = None,
     max_threads: int | None = None,
-    files_per_commit: int = FILES_PER_COMMIT,
+    files_per_commit: int | None = None,
+    task_runner: TaskRunner | None = None,
 ) -> AnalyzeMetrics:
     """Compute statistics, exactly as delta-spark writes them, for files that lack them (or all files).
 
@@ -312,14 +349,25 @@ def analyze(
         where: partition predicate(s), as for ``optimize``.
         dry_run: plan only; nothing is read beyond the log, nothing written.
         storage_options: object-store options (as deltalake's).
-        max_threads: threads reading footers (default: 4 per core, at most 32).
-        files_per_commit: files whose stats one commit carries.
+        max_threads: files computed at once (``spark.dbt_delta_optimize.analyze.maxThreads``; default 4 per
+            core, at most 32).
+        files_per_commit: files whose stats one commit carries (``...analyze.filesPerCommit``, 10,000).
+        task_runner: auto (the driver's threads on a local master or without a session; a Spark job per
+            commit batch on a cluster), driver, or spark (``...analyze.taskRunner``).
 
     Returns:
         AnalyzeMetrics; ``failed`` lists files whose stats could not be computed (left unchanged).
     """
     started = time.monotonic()
     session = Session(spark)
+    no_spark = spark is None and "pyspark" not in sys.modules  # no session to read (and no Spark import)
+    get_conf = None if no_spark else session.conf()
+    knobs = resolve_values(
+        ANALYZE_OPTIONS,
+        get_conf,
+        {"max_threads": max_threads, "files_per_commit": files_per_commit, "task_runner": task_runner},
+        what="analyze",
+    )
     handle = open_table(table, spark=spark, storage_options=storage_options, session=session)
     plan = _plan(
         handle,
@@ -327,17 +375,16 @@ def analyze(
         columns=_check_columns(columns),
         all_files=all,
         where=check_where(where),
-        per_commit=files_per_commit,
+        per_commit=knobs["files_per_commit"],
     )
     if dry_run or not plan.files:
         return _metrics(plan, dry_run=dry_run, started=started)
-    threads = max_threads if max_threads is not None else min(32, 4 * (os.cpu_count() or 1))
-    if threads < 1:
-        raise InvalidArgumentError(f"max_threads must be >= 1, got {max_threads}.")
-    settings = _settings(session, handle.snapshot)
+    threads = knobs["max_threads"] or min(32, 4 * (os.cpu_count() or 1))
+    spec = _spec(session, handle.snapshot, get_conf)
+    engine = _cluster_engine(session, knobs["task_runner"])
     updated, dropped, versions, failed = 0, 0, [], []
     for batch in plan.batches:
-        adds, bad = _compute(handle.snapshot, batch, settings, threads)
+        adds, bad = _compute(handle.snapshot, batch, spec, threads, engine)
         failed.extend(bad)
         version, lost = _commit(handle.snapshot, adds, plan)
         dropped += lost

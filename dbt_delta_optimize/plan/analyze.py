@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 from ..delta.actions import AddFile, parse_stats
 from ..delta.stats_schema import StatsField, stats_columns, stats_leaves
 from ..errors import InvalidArgumentError
+from ..options import ANALYZE_OPTIONS
 from .predicate import PartitionSelection, SnapshotLike
 
 __all__ = [
@@ -32,8 +33,9 @@ __all__ = [
     "required_leaves",
 ]
 
-#: Files whose new stats one commit carries (a large table's backfill lands in several commits).
-FILES_PER_COMMIT = 10_000
+#: Files whose new stats one commit carries (a large table's backfill lands in several commits): the
+#: ``files_per_commit`` setting's default, declared in options.py.
+FILES_PER_COMMIT: int = next(o.default for o in ANALYZE_OPTIONS if o.name == "files_per_commit")
 
 Reason = Literal["missing", "incomplete", "all"]
 Leaf = tuple[tuple[str, ...], StatsField]

@@ -18,12 +18,23 @@ from typing import TYPE_CHECKING, Any
 
 from .arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
 from .inputs import InputFileError, filler, live_rows, read_live_tables
-from .messages import BinTask, CopyReport, Failed, FailureKind, Fallback, NotStarted, Outcome, Rewritten, WorkerInfo
+from .messages import (
+    BinTask,
+    CopyReport,
+    Failed,
+    FailureKind,
+    Fallback,
+    NotStarted,
+    Outcome,
+    Rewritten,
+    StatsSpec,
+    WorkerInfo,
+)
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
 
-__all__ = ["run_bin"]
+__all__ = ["run_bin", "spec_stats", "worker_info"]
 
 #: A column whose dictionary page holds more than this share of its chunk's bytes is mostly distinct
 #: values: dictionary encoding only costs time there (the writer would fill a dictionary, then give up).
@@ -121,7 +132,8 @@ def _dictionary(buffered: list[Any], target: Any) -> list[str] | bool:
     return keep
 
 
-def _worker() -> WorkerInfo:
+def worker_info() -> WorkerInfo:
+    """Where this task runs (interpreter, host, process, the package's file), as outcomes report it."""
     import socket
     import sys
 
@@ -129,11 +141,19 @@ def _worker() -> WorkerInfo:
     return WorkerInfo(sys.executable, socket.gethostname(), os.getpid(), getattr(module, "__file__", None))
 
 
-def _stats(task: BinTask, metadata: Any, source: Any) -> str:
+def spec_stats(
+    spec: StatsSpec,
+    metadata: Any,
+    source: Any,
+    *,
+    tight_bounds: bool = True,
+    inexact_chunks: frozenset[tuple[int, int]] = frozenset(),
+) -> str:
+    """A file's stats JSON from its footer (and ``source`` for the columns the footer cannot answer for),
+    with what a task message says of the table: the writer's new files and analyze's files alike."""
     from ..delta.actions import Protocol
     from ..inspect.stats import stats_from_metadata
 
-    spec = task.stats
     return stats_from_metadata(
         metadata,
         source,
@@ -142,7 +162,14 @@ def _stats(task: BinTask, metadata: Any, source: Any) -> str:
         spec.configuration,
         protocol=Protocol.from_json(spec.protocol) if spec.protocol is not None else None,
         session_time_zone=spec.time_zone,
+        string_prefix_length=spec.string_prefix_length,
+        tight_bounds=tight_bounds,
+        inexact_chunks=inexact_chunks,
     )
+
+
+def _stats(task: BinTask, metadata: Any, source: Any) -> str:
+    return spec_stats(task.stats, metadata, source)
 
 
 class _Stopped(Exception):
@@ -262,7 +289,7 @@ def _try_copy(task: BinTask, storage: Storage, local: bool, target: Any) -> tupl
     stats = _stats(task, result.metadata(), source)
     now = int(time.time() * 1000)
     done = Rewritten(
-        task.bin_id, result.size, result.rows, stats, now, _worker(), time.perf_counter() - started, report
+        task.bin_id, result.size, result.rows, stats, now, worker_info(), time.perf_counter() - started, report
     )
     return done, report
 
@@ -300,7 +327,7 @@ def _rewrite(task: BinTask, storage: Storage, local: bool, stop: Callable[[], bo
         source = lambda: storage.open_input(task.output)  # noqa: E731 - read back only if a stat needs data
     stats = _stats(task, metadata, source)
     now = int(time.time() * 1000)
-    return Rewritten(task.bin_id, size, rows, stats, now, _worker(), time.perf_counter() - started, report)
+    return Rewritten(task.bin_id, size, rows, stats, now, worker_info(), time.perf_counter() - started, report)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -31,8 +31,11 @@ __all__ = [
     "Outcome",
     "Rewritten",
     "RowTrackingColumns",
+    "StatsComputed",
     "StatsSpec",
+    "StatsTask",
     "StoreRef",
+    "Task",
     "WorkerInfo",
     "decode_outcome",
     "decode_task",
@@ -82,6 +85,8 @@ class StatsSpec:
     configuration: Mapping[str, str]
     protocol: Mapping[str, Any] | None  #: the table's protocol action (decides tightBounds)
     time_zone: str  #: Spark's session time zone (timestamp bounds)
+    #: the session's spark.databricks.io.skipping.stringPrefixLength where the table sets no prefix
+    string_prefix_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -173,9 +178,30 @@ class NotStarted:
     reason: str
 
 
-Outcome = Rewritten | Fallback | Failed | NotStarted
+@dataclass(frozen=True)
+class StatsTask:
+    """``analyze``: compute one data file's Delta stats (``bin_id`` numbers the file within its job)."""
 
-_OUTCOMES: dict[str, type[Outcome]] = {c.__name__: c for c in (Rewritten, Fallback, Failed, NotStarted)}
+    bin_id: int
+    store: StoreRef
+    location: str  #: the data file, as the table's storage names it
+    stats: StatsSpec
+    tight_bounds: bool  #: False for a file with a deletion vector (wide bounds)
+
+
+@dataclass(frozen=True)
+class StatsComputed:
+    """The file's stats JSON, and where it was computed."""
+
+    bin_id: int
+    stats: str
+    worker: WorkerInfo
+
+
+Outcome = Rewritten | Fallback | Failed | NotStarted | StatsComputed
+Task = BinTask | StatsTask
+
+_OUTCOMES: dict[str, type[Outcome]] = {c.__name__: c for c in (Rewritten, Fallback, Failed, NotStarted, StatsComputed)}
 
 
 def _plain(value: Any) -> Any:
@@ -187,15 +213,22 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__} in a task message")
 
 
-def encode(message: BinTask | Outcome) -> str:
+def encode(message: Task | Outcome) -> str:
     """One line of JSON, tagged with the message's type (no deep copy: json walks the fields itself)."""
     return json.dumps({"type": type(message).__name__, **_plain(message)}, separators=(",", ":"), default=_plain)
 
 
-def decode_task(text: str) -> BinTask:
+def _stats_spec(d: Mapping[str, Any]) -> StatsSpec:
+    return StatsSpec(**{**d, "partition_columns": tuple(d["partition_columns"])})
+
+
+def decode_task(text: str) -> Task:
     d = json.loads(text)
-    if d.pop("type", None) != "BinTask":
-        raise ValueError(f"not a BinTask message: {text[:80]}")
+    kind = d.pop("type", None)
+    if kind == "StatsTask":
+        return StatsTask(**{**d, "store": StoreRef(**d["store"]), "stats": _stats_spec(d["stats"])})
+    if kind != "BinTask":
+        raise ValueError(f"not a task message: {text[:80]}")
     rt = d.get("row_tracking")
     return BinTask(
         **{
@@ -204,7 +237,7 @@ def decode_task(text: str) -> BinTask:
             "inputs": tuple(InputFile(**i) for i in d["inputs"]),
             "fields": tuple(d["fields"]),
             "row_tracking": RowTrackingColumns(**rt) if rt else None,
-            "stats": StatsSpec(**{**d["stats"], "partition_columns": tuple(d["stats"]["partition_columns"])}),
+            "stats": _stats_spec(d["stats"]),
         }
     )
 
@@ -214,6 +247,8 @@ def decode_outcome(text: str) -> Outcome:
     kind = _OUTCOMES.get(d.pop("type", ""))
     if kind is None:
         raise ValueError(f"not an outcome message: {text[:80]}")
+    if kind is StatsComputed:
+        d["worker"] = WorkerInfo(**d["worker"])
     if kind is Rewritten:
         d["worker"] = WorkerInfo(**d["worker"])
         copy = d.get("copy")

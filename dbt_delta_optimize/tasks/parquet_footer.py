@@ -16,6 +16,7 @@ import io
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, BinaryIO
 
 __all__ = [
@@ -91,7 +92,12 @@ class Footer:
     start: int  #: offset of the footer (the end of the data pages)
     raw: bytes
     meta: Any  #: FileMetaData
-    exact: bool  #: the decoded footer re-encodes to the same bytes (no field unknown to the IDL)
+
+    @cached_property
+    def exact(self) -> bool:
+        """The decoded footer re-encodes to the same bytes (no field unknown to the IDL). Computed when asked:
+        the row-group copy needs it, a footer read for its statistics does not (re-encoding costs ~10 ms)."""
+        return bool(encode(self.meta) == self.raw)
 
     @property
     def key_values(self) -> dict[bytes, bytes | None]:
@@ -122,7 +128,7 @@ def _parse(path: str, size: int, tail: bytes) -> Footer | int:
         raise FooterError("footer", f"{path}: the footer does not decode ({exc})") from exc
     if meta.encryption_algorithm is not None:
         raise FooterError("encrypted", f"{path} has encrypted columns")
-    return Footer(path, size, size - 8 - length, raw, meta, encode(meta) == raw)
+    return Footer(path, size, size - 8 - length, raw, meta)
 
 
 def read_footer(fh: BinaryIO, path: str, size: int | None = None) -> Footer:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .bin_task import run_bin
-from .messages import BinTask, Outcome, StoreRef, decode_task, encode
+from .messages import Outcome, StatsTask, StoreRef, Task, decode_task, encode
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
@@ -36,9 +36,13 @@ def task_storage(store: StoreRef) -> tuple[Storage, bool]:
     return storage, isinstance(storage, LocalStorage)
 
 
-def run_task(task: BinTask, stop: Callable[[], bool] | None = None) -> Outcome:
-    """One bin task, with this process's storage for its table."""
+def run_task(task: Task, stop: Callable[[], bool] | None = None) -> Outcome:
+    """One task (a bin to rewrite, or a file's stats for analyze), with this process's storage for its table."""
     storage, local = task_storage(task.store)
+    if isinstance(task, StatsTask):
+        from .stats_task import run_stats
+
+        return run_stats(task, storage)
     return run_bin(task, storage, local=local, stop=stop)
 
 

@@ -1,0 +1,40 @@
+"""``analyze`` on a cluster: the files' stats tasks as one Spark job, through compaction's task runner.
+
+Each file is one ``StatsTask`` message; ``task_runner.start_task_job`` runs them as the tasks of one
+job (the package shipped to executors that lack it, outcomes as each task ends). What comes back is one
+outcome per file: ``StatsComputed``, ``Failed``, or ``Fallback`` when the executors cannot import the
+package or pyarrow (the caller computes those files in the driver). Files a failed job left without an
+outcome are returned as missing, for the same reason.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..tasks.messages import Outcome, StatsTask
+from .task_runner import JobEnded, start_task_job
+
+if TYPE_CHECKING:
+    from .spark_engine import SparkEngine
+
+__all__ = ["run_stats_job"]
+
+
+def run_stats_job(engine: SparkEngine, tasks: Sequence[StatsTask], *, table: str) -> dict[int, Outcome]:
+    """Each task's outcome by ``bin_id`` (absent: the job ended without one)."""
+    events: queue.Queue[Any] = queue.Queue()
+    group = f"ddo-analyze-{id(tasks):x}"
+    job = start_task_job(
+        engine, tasks, group, f"analyze: stats of {len(tasks)} file(s) of {table}", events, task_runner="spark"
+    )
+    out: dict[int, Outcome] = {}
+    try:
+        while True:
+            event = events.get()
+            if isinstance(event, JobEnded):
+                return out
+            out[event.bin_id] = event
+    finally:
+        job.join()
