@@ -18,6 +18,7 @@ from ..ops.table import Table, open_table
 from .hook import Decision, model_settings, table_skip
 from .outcome import Report
 from .settings import ModelSettings
+from .vacuum_hook import vacuum_after_spark
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -138,3 +139,5 @@ def run_model(
     else:
         wrote = _auto_compacted(record, _auto_compact(spark, handle, since, s))
     files_after(record, handle, wrote)
+    if s.vacuum_lite_every is not None:
+        vacuum_after_spark(spark(), record, handle.location, handle.snapshot, s)
