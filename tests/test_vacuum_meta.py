@@ -4,6 +4,7 @@ a dry run), and ``history``'s VACUUM START / END entries."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -76,6 +77,10 @@ def test_the_post_hook_runs_lite_vacuum_when_due_and_not_again_within_the_interv
     vacuum_after_spark(None, again, path, load_snapshot(path), settings)
     assert again["vacuum_lite"]["due"] is False and again["vacuum_lite"]["ran"] is False
     assert again["vacuum_lite"]["lastVacuum"]["source"] == "_last_vacuum_info"  # one stat answers the hook
+    time.sleep(0.01)
+    later: dict = {"table": "t"}
+    vacuum_after_spark(None, later, path, load_snapshot(path), dataclasses.replace(settings, vacuum_lite_every=5))
+    assert later["vacuum_lite"]["due"] and later["vacuum_lite"]["ran"]  # the interval (5 ms) has passed
 
 
 def test_the_post_hook_never_shortens_the_table_retention(tmp_path):
