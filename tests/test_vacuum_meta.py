@@ -138,3 +138,38 @@ def test_history_shows_vacuum_start_and_end_with_their_metrics(tmp_path):
     assert out.exit_code == 0 and "numDeletedFiles=3" in out.output and "status=COMPLETED" in out.output
     as_json = json.loads(CliRunner().invoke(cli, ["history", path, "--limit", "1", "--json"]).output)
     assert as_json[0]["vacuum"]["status"] == "COMPLETED"
+
+
+class _Conn:
+    """dbt's SQL connection as the SQL executor uses it: records the statements, answers history and properties."""
+
+    def __init__(self, history: list[dict]) -> None:
+        self.sent: list[str] = []
+        self.history = history
+
+    def rows(self, statement: str) -> list[dict]:
+        self.sent.append(statement)
+        if statement.startswith("DESCRIBE HISTORY"):
+            return self.history
+        if statement.startswith("SHOW TBLPROPERTIES"):
+            return [{"key": "delta.deletedFileRetentionDuration", "value": "interval 2 days"}]
+        return [{"path": "/wh/t"}]
+
+
+def test_over_sql_the_hook_sends_vacuum_lite_at_the_tables_retention_only_when_due():
+    from dbt_delta_optimize.dbt.vacuum_hook import vacuum_after_sql
+
+    settings = parse_settings({"vacuum_lite_every": "1d"})
+    old = {"version": 3, "operation": "VACUUM END", "timestamp": datetime.datetime.now() - datetime.timedelta(days=2)}
+    conn, record = _Conn([{"version": 4, "operation": "WRITE", "timestamp": datetime.datetime.now()}, old]), {}
+    vacuum_after_sql(conn, record, "s.t", None, settings)  # type: ignore[arg-type]
+    assert conn.sent == [
+        "DESCRIBE HISTORY `s`.`t` LIMIT 1000",
+        "SHOW TBLPROPERTIES `s`.`t`",
+        "VACUUM `s`.`t` LITE RETAIN 48 HOURS",  # the table's retention, never shorter
+    ]
+    assert record["vacuum_lite"]["ran"] and record["vacuum_lite"]["lastVacuum"]["version"] == 3
+    recent = {**old, "timestamp": datetime.datetime.now() - datetime.timedelta(hours=1)}
+    conn, record = _Conn([recent]), {}
+    vacuum_after_sql(conn, record, "s.t", None, settings)  # type: ignore[arg-type]
+    assert len(conn.sent) == 1 and record["vacuum_lite"]["due"] is False and not record["vacuum_lite"]["ran"]
