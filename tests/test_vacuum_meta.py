@@ -66,7 +66,7 @@ def test_the_post_hook_runs_lite_vacuum_when_due_and_not_again_within_the_interv
     _table(path)
     settings = parse_settings({"vacuum_lite_every": "7d"})
     record: dict = {"table": "t", "status": "nothingToDo"}
-    vacuum_after_spark(None, record, path, load_snapshot(path), settings)
+    vacuum_after_spark(None, record, path, load_snapshot(path), settings, None)
     entry = record["vacuum_lite"]
     assert entry["due"] and entry["ran"] and entry["lastVacuum"] is None and "error" not in record
     assert entry["metrics"]["mode"] == "lite" and entry["metrics"]["filesDeleted"] == 3  # retention 0 hours
@@ -74,12 +74,20 @@ def test_the_post_hook_runs_lite_vacuum_when_due_and_not_again_within_the_interv
     assert "vacuum lite deleted 3 files" in Outcome.of(record, 0.1).line()
     assert Outcome.of(record, 0.1).to_dict()["vacuum_lite"]["ran"] is True
     again: dict = {"table": "t"}
-    vacuum_after_spark(None, again, path, load_snapshot(path), settings)
+    vacuum_after_spark(None, again, path, load_snapshot(path), settings, None)
     assert again["vacuum_lite"]["due"] is False and again["vacuum_lite"]["ran"] is False
+    assert entry["everySource"] == "meta"
+    conf = {"spark.dbt_delta_optimize.vacuum.liteEvery": "1w"}.get  # the session's conf, when no meta key
+    from_conf: dict = {"table": "t"}
+    vacuum_after_spark(None, from_conf, path, load_snapshot(path), parse_settings({}), conf)
+    assert from_conf["vacuum_lite"]["everyMs"] == 7 * DAY and from_conf["vacuum_lite"]["everySource"] == "conf"
+    off: dict = {"table": "t"}
+    vacuum_after_spark(None, off, path, load_snapshot(path), parse_settings({}), None)
+    assert "vacuum_lite" not in off  # off by default
     assert again["vacuum_lite"]["lastVacuum"]["source"] == "_last_vacuum_info"  # one stat answers the hook
     time.sleep(0.01)
     later: dict = {"table": "t"}
-    vacuum_after_spark(None, later, path, load_snapshot(path), dataclasses.replace(settings, vacuum_lite_every=5))
+    vacuum_after_spark(None, later, path, load_snapshot(path), dataclasses.replace(settings, vacuum_lite_every=5), None)
     assert later["vacuum_lite"]["due"] and later["vacuum_lite"]["ran"]  # the interval (5 ms) has passed
 
 
@@ -87,7 +95,7 @@ def test_the_post_hook_never_shortens_the_table_retention(tmp_path):
     path = str(tmp_path / "t")
     _table(path, retention="interval 7 days")
     record: dict = {"table": "t"}
-    vacuum_after_spark(None, record, path, load_snapshot(path), parse_settings({"vacuum_lite_every": "1h"}))
+    vacuum_after_spark(None, record, path, load_snapshot(path), parse_settings({"vacuum_lite_every": "1h"}), None)
     metrics = record["vacuum_lite"]["metrics"]
     assert record["vacuum_lite"]["ran"] and metrics["retentionMs"] == 7 * DAY and metrics["filesDeleted"] == 0
 

@@ -130,7 +130,8 @@ def run_model(
     handle = open_delta(record, table, file_format, s.storage_options, spark)
     if handle is None:
         return
-    record["settings"] = model_settings(decision, s, _conf(spark))
+    get_conf = _conf(spark)
+    record["settings"] = model_settings(decision, s, get_conf)
     if decision.work == "liquid":
         handle = _ensure_clustered(spark, record, handle, s.liquid_clustered_by)
         wrote = optimized(record, _optimize(spark, handle, (), (), s))
@@ -139,5 +140,4 @@ def run_model(
     else:
         wrote = _auto_compacted(record, _auto_compact(spark, handle, since, s))
     files_after(record, handle, wrote)
-    if s.vacuum_lite_every is not None:
-        vacuum_after_spark(spark(), record, handle.location, handle.snapshot, s)
+    vacuum_after_spark(spark, record, handle.location, handle.snapshot, s, get_conf)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..options import VACUUM_MODEL_OPTIONS, ConfGetter, Effective, resolve_effective
 from .outcome import Report
 from .settings import ModelSettings
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from ..delta.snapshot import Snapshot
     from .sql_engine import SqlConnection
 
-__all__ = ["due", "history_last_vacuum", "vacuum_after_spark", "vacuum_after_sql"]
+__all__ = ["due", "history_last_vacuum", "interval", "vacuum_after_spark", "vacuum_after_sql"]
 
 #: DESCRIBE HISTORY rows read for the last VACUUM END when the dbt host cannot read the log.
 HISTORY_LIMIT = 1000
@@ -35,11 +36,19 @@ def due(every_ms: int, last: Mapping[str, Any] | None, now_ms: int) -> bool:
     return now_ms - int(last["timestamp"]) >= every_ms
 
 
-def _check(record: Report, s: ModelSettings, last: Mapping[str, Any] | None, now_ms: int) -> dict[str, Any]:
-    every = s.vacuum_lite_every
-    assert every is not None
-    entry: dict[str, Any] = {"mode": "lite", "everyMs": every, "lastVacuum": dict(last) if last else None}
-    entry["due"] = due(every, last, now_ms)
+def interval(s: ModelSettings, get_conf: ConfGetter | None) -> Effective:
+    """The model's ``vacuum_lite_every`` (parsed already, in ms) over the session's conf
+    (``spark.dbt_delta_optimize.vacuum.liteEvery``), else off."""
+    if s.vacuum_lite_every is not None:
+        return Effective("vacuum_lite_every", s.vacuum_lite_every, "meta")
+    (found,) = resolve_effective(VACUUM_MODEL_OPTIONS, get_conf, None, what="vacuum_lite_every")
+    return found
+
+
+def _check(record: Report, every: Effective, last: Mapping[str, Any] | None, now_ms: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"mode": "lite", "everyMs": every.value, "everySource": every.source}
+    entry["lastVacuum"] = dict(last) if last else None
+    entry["due"] = due(int(every.value), last, now_ms)
     entry["ran"] = False
     record["vacuum_lite"] = entry
     return entry
@@ -51,19 +60,27 @@ def _failed(record: Report, entry: dict[str, Any], exc: Exception) -> None:
         record["error"] = f"vacuum: {entry['error']}"
 
 
-def vacuum_after_spark(spark: Any, record: Report, location: str, snapshot: Snapshot, s: ModelSettings) -> None:
+def vacuum_after_spark(
+    spark: Callable[[], Any] | None,
+    record: Report,
+    location: str,
+    snapshot: Snapshot,
+    s: ModelSettings,
+    get_conf: ConfGetter | None,
+) -> None:
     """The session path: our ``vacuum`` in lite mode on the table's location (the log read again)."""
     from ..inspect.vacuum_state import last_vacuum
     from ..ops.vacuum import vacuum
 
-    if s.vacuum_lite_every is None:
+    every = interval(s, get_conf)
+    if every.value is None:
         return
     now = int(time.time() * 1000)
-    entry = _check(record, s, last_vacuum(snapshot, since_ms=now - s.vacuum_lite_every), now)
+    entry = _check(record, every, last_vacuum(snapshot, since_ms=now - every.value), now)
     if not entry["due"]:
         return
     try:
-        m = vacuum(spark, location, mode="lite", storage_options=s.storage_options)
+        m = vacuum(spark() if spark is not None else None, location, mode="lite", storage_options=s.storage_options)
     except Exception as exc:
         _failed(record, entry, exc)
         return
@@ -93,24 +110,28 @@ def history_last_vacuum(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 def vacuum_after_sql(
     conn: SqlConnection, record: Report, table: str, snapshot: Snapshot | None, s: ModelSettings
 ) -> None:
-    """The SQL path: ``VACUUM <table> LITE RETAIN <table's retention> HOURS`` through dbt's connection."""
+    """The SQL path: ``VACUUM <table> LITE RETAIN <table's retention> HOURS`` through dbt's connection.
+
+    The server's conf is not ours to read: only the model's key turns it on.
+    """
     from ..inspect.vacuum_state import last_vacuum
     from .sql_statements import table_name
     from .sql_vacuum import VacuumArgs, vacuum_over_sql
 
-    if s.vacuum_lite_every is None:
+    every = interval(s, None)
+    if every.value is None:
         return
     now = int(time.time() * 1000)
     try:
         if snapshot is not None:
-            last = last_vacuum(snapshot, since_ms=now - s.vacuum_lite_every)
+            last = last_vacuum(snapshot, since_ms=now - every.value)
         else:
             last = history_last_vacuum(conn.rows(f"DESCRIBE HISTORY {table_name(table)} LIMIT {HISTORY_LIMIT}"))
     except Exception as exc:
-        entry = _check(record, s, None, now)
+        entry = _check(record, every, None, now)
         _failed(record, entry, exc)
         return
-    entry = _check(record, s, last, now)
+    entry = _check(record, every, last, now)
     if not entry["due"]:
         return
     done: dict[str, Any] = {}
