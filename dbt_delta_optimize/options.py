@@ -23,6 +23,7 @@ __all__ = [
     "OPTIMIZE_OPTIONS",
     "PREFIX",
     "PURGE_FIXED",
+    "VACUUM_MODEL_OPTIONS",
     "VACUUM_OPTIONS",
     "ConfGetter",
     "Effective",
@@ -40,6 +41,7 @@ __all__ = [
     "parse_bool",
     "parse_duration",
     "parse_int",
+    "parse_interval",
     "parse_size",
     "resolve_effective",
     "resolve_values",
@@ -149,6 +151,18 @@ def parse_duration(value: Any, *, key: str) -> float:
     return seconds
 
 
+_INTERVAL_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+
+
+def parse_interval(value: Any, *, key: str) -> int:
+    """Milliseconds of an interval of any length: ``7d``, ``12h``, ``1w``, ``30m``, ``90s`` (a number: hours)."""
+    m = _INTERVAL_RE.match(str(value).lower()) if not isinstance(value, bool) else None
+    if m is None or float(m.group(1)) <= 0:
+        raise InvalidConfigError(f"{key} must be an interval like 7d, 12h or 1w (more than 0), got {value!r}.")
+    return round(float(m.group(1)) * _INTERVAL_UNITS[m.group(2) or "h"])
+
+
 def _parse_choice(value: Any, *, key: str, choices: Sequence[str]) -> str:
     s = str(value).strip().lower()
     if s not in choices:
@@ -166,7 +180,7 @@ def _parse_every(value: Any, *, key: str) -> tuple[int | None, float | None]:
 
 # ----------------------------------------------------------------------------- the declaration
 #: What a setting's value is: how it is parsed, shown as a CLI flag and typed in the API.
-Kind = Literal["size", "count", "ratio", "flag", "choice", "duration", "bins_or_duration"]
+Kind = Literal["size", "count", "ratio", "flag", "choice", "duration", "bins_or_duration", "interval"]
 
 
 @dataclass(frozen=True)
@@ -213,6 +227,8 @@ class Option:
             return _parse_choice(value, key=key, choices=self.choices)
         if self.kind == "duration":
             return parse_duration(value, key=key)
+        if self.kind == "interval":
+            return parse_interval(value, key=key)
         return _parse_every(value, key=key)
 
     def default_text(self) -> str:
@@ -456,6 +472,20 @@ ANALYZE_OPTIONS: tuple[Option, ...] = (
 )
 
 
+#: VACUUM after a model's write: dbt ``meta.delta_optimize`` keys only (no CLI flag: the CLI has ``vacuum``).
+VACUUM_MODEL_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "vacuum_lite_every",
+        "interval",
+        OURS + "vacuum.liteEvery",
+        None,
+        "After the model's write, run a LITE VACUUM at the table's own retention when the last VACUUM is older "
+        "than this interval (7d, 12h, 1w).",
+        unset="off",
+    ),
+)
+
+
 #: Where an effective setting came from: the caller (a keyword, a flag, a model's meta key, run-operation's
 #: settings: the caller names it), the Spark session's conf, or the declared default.
 SettingSource = str
@@ -558,7 +588,7 @@ class OptimizeOptions:
 
 
 # ----------------------------------------------------------------------------- documentation
-def _table(options: Sequence[Option], *, cli_command: str) -> list[str]:
+def _table(options: Sequence[Option], *, cli_command: str | None) -> list[str]:
     rows = [
         "| setting (API keyword, dbt meta key) | CLI flag | Spark conf | default | meaning |",
         "|---|---|---|---|---|",
@@ -566,7 +596,8 @@ def _table(options: Sequence[Option], *, cli_command: str) -> list[str]:
     for o in options:
         meaning = o.help + (f" One of {', '.join(f'`{c}`' for c in o.choices)}." if o.choices else "")
         key = f"`{o.name}`" if o.meta else f"`{o.name}` (no meta key)"
-        rows.append(f"| {key} | `{cli_command} {o.flag}` | `{o.conf}` | {o.default_text()} | {meaning} |")
+        flag = f"`{cli_command} {o.flag}`" if cli_command else "(dbt only)"
+        rows.append(f"| {key} | {flag} | `{o.conf}` | {o.default_text()} | {meaning} |")
     return rows
 
 
@@ -589,6 +620,10 @@ def options_table_markdown() -> str:
         "**VACUUM** (`--retain` and `--mode` are arguments, as delta-spark's `RETAIN n HOURS` and `LITE`)",
         "",
         *_table(VACUUM_OPTIONS, cli_command="vacuum"),
+        "",
+        "**VACUUM after a model's write** (a dbt `meta.delta_optimize` key)",
+        "",
+        *_table(VACUUM_MODEL_OPTIONS, cli_command=None),
         "",
         "**ANALYZE** (`--columns`, `--all` and `--where` are arguments, as delta-spark's recompute takes them)",
         "",

@@ -8,9 +8,10 @@
                                [--min-file-size 128m] [--storage-option KEY=VALUE]... [any other optimize option]
     ... python/optimize_job.py auto-compact TABLE [--since-version V] [--min-num-files N] [--enable]
     ... python/optimize_job.py analyze TABLE [--columns a,b] [--all] [--where EXPR] [--dry-run]
+    ... python/optimize_job.py vacuum TABLE [--retain 168h] [--mode full|lite] [--dry-run] [--allow-short-retention]
     ... python/optimize_job.py --remote sc://host:15002 optimize TABLE ...   # through Spark Connect
 
-Every option of ``dbt-delta-optimize optimize``, ``auto-compact`` and ``analyze`` works (see ``--help``);
+Every option of ``dbt-delta-optimize optimize``, ``auto-compact``, ``analyze`` and ``vacuum`` works (see ``--help``);
 ``-v``, ``--debug`` and ``--remote`` may stand anywhere. The session is the one spark-submit
 configured (its master, jars and confs), or a Spark Connect session with ``--remote`` or
 ``$SPARK_REMOTE``. The driver needs this package installed (or in ``--py-files``); executors need
@@ -23,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 
-COMMANDS = ("optimize", "auto-compact", "analyze")
+COMMANDS = ("optimize", "auto-compact", "analyze", "vacuum")
 _GLOBAL_FLAGS = ("-v", "-vv", "--verbose", "--debug")
 
 

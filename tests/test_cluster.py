@@ -159,6 +159,7 @@ def test_optimize_job_passes_every_cli_option():
         "K=V",
         "--json",
     ]
+    assert cli_args(["vacuum", "t", "--mode", "lite"]) == ["vacuum", "t", "--mode", "lite", "--json"]
 
 
 CONNECT_SCRIPT = textwrap.dedent(
@@ -180,6 +181,11 @@ CONNECT_SCRIPT = textwrap.dedent(
         "spark_catalog.default.zt", zorder_by=["y"], invocation_id="inv", target_path=target,
         spark_target={"method": "thrift", "remote": url},
     )
+    # VACUUM through Spark Connect: the catalog name resolved and the conf read on the Connect session.
+    from dbt_delta_optimize import vacuum
+    kw = dict(retain=0, allow_short_retention=True)
+    out["vacuum_dry"] = vacuum(spark, "spark_catalog.default.zt", dry_run=True, **kw).to_dict()
+    out["vacuum"] = vacuum(spark, "spark_catalog.default.zt", **kw).to_dict()
     print(json.dumps(out))
     """
 )
@@ -203,6 +209,11 @@ def test_spark_connect_python_api_and_dbt_server_method(connect_server, tmp_path
     thrift = out["thrift"]
     assert thrift["status"] == "optimized" and thrift["location"].rstrip("/").endswith("zt"), thrift
     assert rows(zpath) == zbefore
+    # VACUUM (retain 0) through Connect deletes what both compactions of zt removed, and leaves the live files.
+    removed = out["zorder"]["numFilesRemoved"] + thrift["metrics"]["numFilesRemoved"]
+    assert out["vacuum_dry"]["filesDeleted"] == out["vacuum"]["filesDeleted"] == removed, out["vacuum_dry"]
+    on_disk = [n for d, _, names in os.walk(zpath) if "_delta_log" not in d for n in names if not n.startswith(".")]
+    assert len(on_disk) == live_files(zpath) and rows(zpath) == zbefore
 
 
 def test_cli_remote(connect_server, tmp_path):
@@ -221,6 +232,14 @@ def test_cli_remote(connect_server, tmp_path):
     metrics = json.loads(proc.stdout)
     assert metrics["numFilesAdded"] == 4 and rows(path) == before
     assert metrics["totalClusterParallelism"] == 2  # the server's local[2], read from a range's plan
+    # The python/ job's vacuum through Spark Connect: the 8 files the compaction removed, nothing live.
+    job = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "optimize_job.py")
+    vacuum = [sys.executable, job, "--remote", connect_server.url, "vacuum", path, "--retain", "0"]
+    proc = subprocess.run(
+        [*vacuum, "--allow-short-retention"], env=_client_env(), capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, brief(proc.stderr)
+    assert json.loads(proc.stdout)["filesDeleted"] == 8 and rows(path) == before and live_files(path) == 4
     # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 3 (retry later).
     proc = subprocess.run(
         [cli, "optimize", path, "--json"],

@@ -98,3 +98,30 @@ def test_model_settings_reach_the_work_through_dbt(project):
     assert "delta_optimize ddo_it.settings_fail: failed" in out
     (failed,) = project.results()
     assert failed["status"] == "failed" and failed["on_error"] == "fail" and "amount" in failed["error"]
+
+
+@pytest.mark.timeout(900)  # two dbt commands of one one-row model (a passed interval: tests/test_vacuum_meta.py)
+def test_vacuum_lite_every_runs_a_lite_vacuum_after_the_write_only_when_the_interval_passed(project):
+    from dbt_delta_optimize.inspect.history import history
+
+    table, path = "ddo_it.events_vacuum_lite", str(project.work / "wh" / "ddo_it.db" / "events_vacuum_lite")
+
+    def run(batch: int, every: str) -> tuple[dict, list[dict]]:
+        v = json.dumps({"ddo_vacuum_lite": True, "batch": batch, "lite_every": every})
+        out = project("run", "-s", "events_vacuum_lite", "--vars", v)
+        record = project.by_table()[table]
+        assert record["status"] != "failed" and "error" not in record, record
+        ends = [h for h in history(path, 50) if h["operation"] == "VACUUM END"]
+        assert (f"delta_optimize {table}" in out) and (("vacuum lite" in out) == record["vacuum_lite"]["ran"])
+        return record, ends
+
+    first, ends = run(0, "7d")  # never vacuumed: due
+    lite = first["vacuum_lite"]
+    assert lite["due"] and lite["ran"] and lite["lastVacuum"] is None and lite["everyMs"] == 7 * 86_400_000
+    assert lite["metrics"]["mode"] == "lite" and lite["metrics"]["retentionMs"] == 7 * 86_400_000  # the table's
+    assert [e["version"] for e in ends] == [lite["metrics"]["endCommit"]] and ends[0]["vacuum"]["status"] == "COMPLETED"
+
+    second, again = run(1, "7d")  # vacuumed a moment ago: not due, nothing committed
+    assert second["vacuum_lite"]["due"] is False and second["vacuum_lite"]["ran"] is False
+    assert second["vacuum_lite"]["lastVacuum"]["version"] == ends[0]["version"] and again == ends
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 2  # the rows the two writes appended

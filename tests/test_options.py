@@ -21,6 +21,7 @@ from dbt_delta_optimize.options import (
     AUTO_COMPACT_OPTIONS,
     OPTIMIZE_OPTIONS,
     PURGE_FIXED,
+    VACUUM_MODEL_OPTIONS,
     VACUUM_OPTIONS,
     OptimizeOptions,
     options_table_markdown,
@@ -114,8 +115,11 @@ def test_cli_flags_reach_the_options(tmp_path):
 
 def test_dbt_meta_keys_are_the_model_keys_and_the_declared_ones():
     model = {"mode", "where", "zorder_by", "curve", "on_error", "skip", "storage_options", "liquid_clustered_by"}
-    declared = {o.meta_key for o in (*OPTIMIZE_OPTIONS, *AUTO_COMPACT_OPTIONS) if o.meta_key}
+    declared = {o.meta_key for o in (*OPTIMIZE_OPTIONS, *AUTO_COMPACT_OPTIONS, *VACUUM_MODEL_OPTIONS) if o.meta_key}
     assert set(SETTINGS) == model | declared and set(OPTIMIZE) <= declared and "min_num_files" in declared
+    assert (
+        "vacuum_lite_every" in declared and parse_settings({"vacuum_lite_every": "1w"}).vacuum_lite_every == 604_800_000
+    )
     s = parse_settings({"max_threads": "4", "allow_external_paths": True, "row_group_copy_min_bytes": "0"})
     assert s.options == OptimizeOptions(max_threads=4, allow_external_paths=True, row_group_copy_min_bytes=0)
     assert parse_settings({}) == ModelSettings()
@@ -137,10 +141,13 @@ def test_readme_lists_the_same_options():
     block = _readme_block()
     optimize_part, rest = block.split("**Auto compaction**")
     auto_part, rest = rest.split("**VACUUM**")
-    vacuum_part, analyze_part = rest.split("**ANALYZE**")
+    vacuum_part, rest = rest.split("**VACUUM after a model's write**")
+    model_part, analyze_part = rest.split("**ANALYZE**")
     rows = lambda part: re.findall(r"^\| `([a-z_]+)`", part, re.M)  # noqa: E731
     assert rows(optimize_part) == OPTIMIZE and rows(auto_part) == AUTO
     assert rows(vacuum_part) == [o.name for o in VACUUM_OPTIONS]
+    assert rows(model_part) == [o.name for o in VACUUM_MODEL_OPTIONS] and "(dbt only)" in model_part
     assert rows(analyze_part) == [o.name for o in ANALYZE_OPTIONS]
     for o in (*OPTIMIZE_OPTIONS, *AUTO_COMPACT_OPTIONS, *VACUUM_OPTIONS, *ANALYZE_OPTIONS):
         assert f"`{o.conf}`" in block and o.flag in block
+    assert all(f"`{o.conf}`" in model_part for o in VACUUM_MODEL_OPTIONS)

@@ -120,6 +120,18 @@ def _state_line(r: dict[str, Any], label: str) -> str:
     )
 
 
+def _print_vacuum(v: dict[str, Any] | None) -> None:
+    if not v:
+        return
+    last = v["lastVacuum"]
+    when = f"last run {last['time']} ({last['source']})" if last else "no run found"
+    click.echo(
+        f"vacuum: {human_size(v['reclaimableBytes'] + v['reclaimableDvBytes'])} in {v['reclaimableFiles']} file(s) "
+        f"and {v['reclaimableDvFiles']} deletion vector file(s) past the retention ({v['retentionMs'] // 3_600_000}h), "
+        f"estimated from the log (unlisted orphans not counted); {when}"
+    )
+
+
 def _print_health(report: dict[str, Any]) -> None:
     click.echo(report["table"])
     verdict = report["verdict"]
@@ -134,6 +146,7 @@ def _print_health(report: dict[str, Any]) -> None:
         )
         if st["recommendation"]:
             click.echo(f"recommended for statistics: {st['recommendation']}")
+    _print_vacuum(report.get("vacuum"))
     if report.get("compare") is not None:
         click.echo(_state_line(report["compare"], "before: "))
         click.echo(_state_line(report, "after:  "))
@@ -194,6 +207,8 @@ def _history(table_name: str, limit: int) -> list[dict[str, Any]]:
 
 
 def _details(e: dict[str, Any]) -> str:
+    if e.get("vacuum"):
+        return " ".join(f"{k}={v}" for k, v in e["vacuum"].items())
     if e["operation"] != "OPTIMIZE":
         return ""
     extra = [f"auto={str(e['auto']).lower()}"]

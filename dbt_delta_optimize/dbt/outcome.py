@@ -100,4 +100,9 @@ class Outcome:
         decision = self.decision if "decision" in self.reported else self.status
         engine = _ENGINE_LABELS.get(str(self.engine))
         via = f" via {engine.format(method=self.method)}" if engine and decision != "skipped" else ""
-        return f"delta_optimize {self.table}: {decision}{via}, {files}{size}, {self.seconds}s{note}{error}"
+        lite = self.extra.get("vacuum_lite")  # the post-hook's LITE VACUUM (``dbt.vacuum_hook``)
+        vacuum = ""
+        if isinstance(lite, Mapping) and lite.get("ran"):
+            deleted = (lite.get("metrics") or {}).get("filesDeleted")
+            vacuum = ", vacuum lite" + (f" deleted {deleted} files" if deleted is not None else "")
+        return f"delta_optimize {self.table}: {decision}{via}, {files}{size}{vacuum}, {self.seconds}s{note}{error}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from ..errors import InvalidArgumentError
-from ..options import AUTO_COMPACT_OPTIONS, OPTIMIZE_OPTIONS, OptimizeOptions, Option
+from ..options import AUTO_COMPACT_OPTIONS, OPTIMIZE_OPTIONS, VACUUM_MODEL_OPTIONS, OptimizeOptions, Option
 
 __all__ = ["SETTINGS", "ModelSettings", "OperationArgs", "operation_options", "parse_operation_args", "parse_settings"]
 
@@ -42,6 +42,8 @@ class ModelSettings:
     #: liquid clustering columns (dbt-databricks' config name; dbt-spark has none): the post-hook
     #: makes the table CLUSTER BY these columns and clusters it
     liquid_clustered_by: tuple[str, ...] = ()
+    #: ms: after the write, a LITE VACUUM when the last VACUUM is older than this (None: off)
+    vacuum_lite_every: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,9 @@ _MODEL: dict[str, Callable[[str, Any], Any]] = {
     "storage_options": lambda k, v: _storage_options(k, v),
     "liquid_clustered_by": _strings,
 }
-#: The declared settings a model may give: every OPTIMIZE option, and auto compaction's own ones.
-_OPTIONS: dict[str, Option] = {o.name: o for o in (*AUTO_COMPACT_OPTIONS, *OPTIMIZE_OPTIONS) if o.meta_key is not None}
+#: The declared settings a model may give: every OPTIMIZE option, auto compaction's own ones, VACUUM's hook ones.
+_DECLARED = (*AUTO_COMPACT_OPTIONS, *OPTIMIZE_OPTIONS, *VACUUM_MODEL_OPTIONS)
+_OPTIONS: dict[str, Option] = {o.name: o for o in _DECLARED if o.meta_key is not None}
 _PARSERS: dict[str, Callable[[str, Any], Any]] = {**_MODEL, **{k: _setting(o) for k, o in _OPTIONS.items()}}
 _OPTIMIZE = frozenset(o.name for o in OPTIMIZE_OPTIONS)
 

@@ -18,6 +18,7 @@ from ..ops.table import Table, open_table
 from .hook import Decision, model_settings, table_skip
 from .outcome import Report
 from .settings import ModelSettings
+from .vacuum_hook import vacuum_after_spark
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -129,7 +130,8 @@ def run_model(
     handle = open_delta(record, table, file_format, s.storage_options, spark)
     if handle is None:
         return
-    record["settings"] = model_settings(decision, s, _conf(spark))
+    get_conf = _conf(spark)
+    record["settings"] = model_settings(decision, s, get_conf)
     if decision.work == "liquid":
         handle = _ensure_clustered(spark, record, handle, s.liquid_clustered_by)
         wrote = optimized(record, _optimize(spark, handle, (), (), s))
@@ -138,3 +140,4 @@ def run_model(
     else:
         wrote = _auto_compacted(record, _auto_compact(spark, handle, since, s))
     files_after(record, handle, wrote)
+    vacuum_after_spark(spark, record, handle.location, handle.snapshot, s, get_conf)

@@ -54,6 +54,7 @@ SQL_SETTINGS = frozenset(
         "skip",
         "storage_options",
         "liquid_clustered_by",
+        "vacuum_lite_every",
     }
 )
 

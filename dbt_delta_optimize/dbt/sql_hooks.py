@@ -25,6 +25,7 @@ from .sql_engine import (
     statements_for_purge,
     where_chunks,
 )
+from .vacuum_hook import vacuum_after_sql
 
 __all__ = ["run_model", "run_optimize", "run_purge", "table_version"]
 
@@ -221,6 +222,8 @@ def run_model(
     else:
         wrote = _auto(t, record, since, s)
     _finish(t, record, before, wrote)
+    if s.vacuum_lite_every is not None:
+        vacuum_after_sql(conn, record, table, t.snapshot, s)
 
 
 def run_optimize(conn: SqlConnection, record: Report, table: str, file_format: str | None, args: OperationArgs) -> None:

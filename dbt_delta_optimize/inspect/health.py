@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import shlex
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -361,6 +362,7 @@ def health_report(
     from ..plan.predicate import select_partitions
     from .health_stats import statistics_coverage
     from .history import last_operation
+    from .vacuum_state import vacuum_state
 
     th, config = _resolve(
         get_conf,
@@ -407,6 +409,7 @@ def health_report(
         auto_compact=auto,
         compare=compare,
         statistics=statistics_coverage(snapshot),
+        vacuum=vacuum_state(snapshot, now_ms=int(time.time() * 1000)).to_dict(),
     )
 
 

@@ -92,6 +92,8 @@ class HealthReport:
     compare: Mapping[str, Any] | None = None
     #: statistics coverage (``health_stats``): files and columns without stats, stale and costly stats
     statistics: Mapping[str, Any] | None = None
+    #: what VACUUM would free (a log-based estimate, no listing) and when it last ran (``vacuum_state``)
+    vacuum: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``--json``): the layout keys plus thresholds, plans, verdict and protocol."""
@@ -109,5 +111,6 @@ class HealthReport:
             autoCompact=copy.deepcopy(dict(self.auto_compact)),
             compare=copy.deepcopy(dict(self.compare)) if self.compare is not None else None,
             statistics=copy.deepcopy(dict(self.statistics)) if self.statistics is not None else None,
+            vacuum=copy.deepcopy(dict(self.vacuum)) if self.vacuum is not None else None,
         )
         return out

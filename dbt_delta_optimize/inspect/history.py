@@ -4,7 +4,7 @@ delta-spark (and we) write string metrics named numAddedFiles/numAddedBytes/...;
 numbers named numFilesAdded with sizes inside JSON strings (filesAdded.totalSize). A user comparing
 compactions by different engines on one table wants one set of columns, so each entry carries:
 version, timestamp, operation, engine, auto, filesAdded, filesRemoved, bytesAdded, bytesRemoved,
-predicate and zOrderBy. Counts the metrics do not give are taken from the commit's actions.
+predicate and zOrderBy (and ``vacuum``: a VACUUM START / END commit's numbers and status). Counts the metrics do not give are taken from the commit's actions.
 """
 
 from __future__ import annotations
@@ -114,7 +114,33 @@ def normalize_commit(version: int, actions: Sequence[Mapping[str, Any]]) -> dict
         # delta-rs records no Z-order columns, only that its planner ran a Z-order.
         "zOrder": bool(zorder) or metrics.get("plannerStrategy") == "zOrder",
         "dataChange": any(a.get("dataChange", True) is not False for a in adds + removes),
+        "vacuum": _vacuum(operation, params, metrics),
     }
+
+
+#: What VACUUM START and VACUUM END record (delta-spark's names; ours are the same).
+_VACUUM_KEYS = (
+    "numFilesToDelete",
+    "sizeOfDataToDelete",
+    "numDeletedFiles",
+    "numVacuumedDirectories",
+    "status",
+    "specifiedRetentionMillis",
+    "defaultRetentionMillis",
+)
+
+
+def _vacuum(operation: Any, params: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A VACUUM START / END commit's parameters and metrics (numbers as numbers); None for other operations."""
+    if operation not in ("VACUUM START", "VACUUM END"):
+        return None
+    found = {**params, **metrics}
+    out: dict[str, Any] = {}
+    for k in _VACUUM_KEYS:
+        if k in found:
+            n = _int(found[k])
+            out[k] = n if n is not None and k != "status" else found[k]
+    return out
 
 
 def _entries(root: str, storage: Storage, start: int, limit: int) -> Iterator[dict[str, Any]]:
