@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
@@ -74,6 +74,9 @@ class CommitResult:
     attempts: int
     checkpoint_version: int | None = None
     rebased_over: tuple[int, ...] = field(default=())
+    #: expired log files (and their bytes) the cleanup after this commit's checkpoint deleted
+    log_files_deleted: int = 0
+    log_bytes_deleted: int = 0
 
 
 def _norm(path: str, root: str) -> str:
@@ -164,7 +167,11 @@ class Transaction:
         storage: Storage | None = None,
         max_attempts: int = DEFAULT_MAX_COMMIT_ATTEMPTS,
         check_protocol: bool = True,
+        after_checkpoint: Callable[[int], tuple[int, int]] | None = None,
     ) -> None:
+        """``after_checkpoint``: run once this commit wrote a checkpoint (delta-spark's ``doLogCleanup``,
+        see ``inspect.log_cleanup.after_checkpoint``); returns (files, bytes) deleted. Its failure is a
+        warning: the commit stands."""
         if max_attempts < 1:
             raise InvalidConfigError(f"max commit attempts must be >= 1, got {max_attempts}.")
         if check_protocol:
@@ -176,6 +183,7 @@ class Transaction:
         self.in_commit_timestamps = ict_enabled(snapshot.metadata)
         self._read_paths: set[str] = set()
         self._committed = False
+        self._after_checkpoint = after_checkpoint
 
     @property
     def read_version(self) -> int:
@@ -231,9 +239,9 @@ class Transaction:
             if self.storage.put_if_absent(self._log_path(version), payload):
                 self._committed = True
                 log.info("committed %s as version %d of %s (attempt %d)", operation, version, root, attempt)
-                return CommitResult(
-                    version, self.read_version, attempt, self._maybe_checkpoint(version), tuple(rebased)
-                )
+                checkpoint = self._maybe_checkpoint(version)
+                files, size = self._clean_logs(checkpoint)
+                return CommitResult(version, self.read_version, attempt, checkpoint, tuple(rebased), files, size)
             # Someone won `version`: check it and every other winner up to the newest.
             while self.storage.exists(self._log_path(version)):
                 winning = read_commit(self.storage, root, version)
@@ -301,3 +309,19 @@ class Transaction:
         except Exception as exc:  # a missing checkpoint only slows readers down
             log.warning("checkpoint at version %d of %s failed: %s", version, self.snapshot.location, exc)
             return None
+
+    def _clean_logs(self, checkpoint: int | None) -> tuple[int, int]:
+        """Expired log cleanup after our checkpoint; a failure never fails the commit (as delta-spark)."""
+        if checkpoint is None or self._after_checkpoint is None:
+            return (0, 0)
+        try:
+            return self._after_checkpoint(checkpoint)
+        except Exception as exc:
+            log.warning(
+                "expired log cleanup after checkpoint %d of %s failed; the commit stands and nothing more is "
+                "deleted until the next checkpoint: %s",
+                checkpoint,
+                self.snapshot.location,
+                exc,
+            )
+            return (0, 0)

@@ -34,6 +34,7 @@ from ..delta.vacuum_log import (
     write_last_vacuum,
 )
 from ..errors import InvalidArgumentError, InvalidConfigError
+from ..inspect.log_cleanup import after_checkpoint
 from ..options import VACUUM_OPTIONS, resolve_values
 from ..plan.vacuum import (
     Candidate,
@@ -243,7 +244,11 @@ def _open(name: str, storage_options: Mapping[str, str] | None, session: Session
 
 
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
-    return Transaction(snapshot).commit([], operation, parameters, metrics).version
+    return (
+        Transaction(snapshot, after_checkpoint=after_checkpoint(snapshot))
+        .commit([], operation, parameters, metrics)
+        .version
+    )
 
 
 def vacuum(
