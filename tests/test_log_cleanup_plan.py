@@ -149,3 +149,11 @@ def test_staged_commits_up_to_newest_deleted_commit() -> None:
 def test_bad_retention_property_is_a_typed_error() -> None:
     with pytest.raises(CorruptLogError, match="logRetentionDuration"):
         plan_log_cleanup([], last_checkpoint=None, configuration={"delta.logRetentionDuration": "soon"}, now_ms=NOW)
+
+
+def test_hadoop_checksums_go_with_their_files() -> None:
+    ck = {n: [v(n, "checkpoint.parquet")] for n in (10,)}
+    crcs = [Listed(f".{v(3)}.crc", 1, OLD), Listed(f".{v(12)}.crc", 1, OLD)]
+    listing = sorted(log(range(0, 15), ck) + crcs, key=lambda f: f.path)
+    plan = plan_log_cleanup(listing, last_checkpoint=10, configuration=CONF, now_ms=NOW)
+    assert names(plan.checksums) == {crcs[0].path} and crcs[0] in plan.files

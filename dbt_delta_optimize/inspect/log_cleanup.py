@@ -61,8 +61,8 @@ class LogCleanupResult:
 
 
 def _top_level(name: str) -> bool:
-    """Skip folders and hidden/underscore entries: only commits, checksums and checkpoints matter here."""
-    return name.startswith(("_", "."))
+    """Skip ``_sidecars``, ``_staged_commits`` and ``_last_checkpoint`` (listed or read on their own)."""
+    return name.startswith("_")
 
 
 def _list(storage: Storage, path: str, skip: Callable[[str], bool]) -> list[Listed]:
@@ -108,7 +108,8 @@ def clean_expired_logs(
         staged=staged,
         root=root,
     )
-    paths = [join(log_dir, f.path) for f in plan.delete] + [join(log_dir, _STAGED_DIR, f.path) for f in plan.staged]
+    paths = [join(log_dir, f.path) for f in (*plan.delete, *plan.checksums)]
+    paths += [join(log_dir, _STAGED_DIR, f.path) for f in plan.staged]
     size = plan.bytes
     sidecars: tuple[Listed, ...] = ()
     if plan.deletes_checkpoint and v2_checkpoints:

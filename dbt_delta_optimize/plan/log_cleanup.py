@@ -112,10 +112,12 @@ class LogCleanupPlan:
     delete: tuple[Listed, ...] = ()
     staged: tuple[Listed, ...] = ()
     oldest_kept_checkpoint: int | None = None
+    #: Hadoop's ``.name.crc`` checksums of deleted files (Hadoop's local file system deletes them with the file)
+    checksums: tuple[Listed, ...] = ()
 
     @property
     def files(self) -> tuple[Listed, ...]:
-        return (*self.delete, *self.staged)
+        return (*self.delete, *self.checksums, *self.staged)
 
     @property
     def bytes(self) -> int:
@@ -260,13 +262,10 @@ def plan_log_cleanup(
     top_commit = max((n.version for f, n in named if n.kind == "commit" and f.path in deleted), default=-1)
     stale = [f for f in staged if (m := _STAGED.fullmatch(f.path.rsplit("/", 1)[-1])) and int(m[1]) <= top_commit]
     by_path = {f.path: f for f, _ in named}
-    plan = LogCleanupPlan(
-        cutoff,
-        last_checkpoint,
-        tuple(by_path[f.path] for f in groups.deleted) + tuple(compacted),
-        tuple(stale),
-        kept_anchor,
-    )
+    delete = tuple(by_path[f.path] for f in groups.deleted) + tuple(compacted)
+    hidden = {f.path: f for f in listing if f.path.startswith(".") and f.path.endswith(".crc")}
+    checksums = tuple(hidden[c] for f in delete if (c := f".{f.path}.crc") in hidden)
+    plan = LogCleanupPlan(cutoff, last_checkpoint, delete, tuple(stale), kept_anchor, checksums)
     _assert_covered(plan, named, root)
     return plan
 
