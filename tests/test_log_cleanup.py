@@ -88,3 +88,12 @@ def test_cleanup_failure_never_fails_the_commit(tmp_path: Path, caplog: pytest.L
     assert result.version == 1 and result.checkpoint_version == 1 and calls == [1]
     assert result.log_files_deleted == 0
     assert "the commit stands" in caplog.text and "store down" in caplog.text
+
+
+def test_a_bad_last_checkpoint_is_refused_with_nothing_deleted(tmp_path: Path) -> None:
+    log = _v2_log(tmp_path)
+    (log / "_last_checkpoint").write_bytes(b"not json")
+    before = sorted(p.name for p in log.rglob("*"))
+    with pytest.raises(CorruptLogError, match="not a checkpoint pointer"):
+        clean_expired_logs(storage_for(str(tmp_path)), str(tmp_path), {}, now_ms=NOW_S * 1000)
+    assert sorted(p.name for p in log.rglob("*")) == before

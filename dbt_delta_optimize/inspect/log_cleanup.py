@@ -18,6 +18,7 @@ from ..delta.checkpoint_v2 import SIDECAR_DIR, checkpoint_files
 from ..delta.file_info import Listed
 from ..delta.snapshot import Snapshot
 from ..delta.storage import Storage, join
+from ..errors import CorruptLogError
 from ..plan.log_cleanup import (
     cleanup_enabled,
     plan_log_cleanup,
@@ -74,6 +75,11 @@ def _last_checkpoint(storage: Storage, log_dir: str) -> int | None:
         return int(json.loads(storage.read_bytes(join(log_dir, _LAST_CHECKPOINT)))["version"])
     except FileNotFoundError:
         return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptLogError(
+            f"Log cleanup refused: {join(log_dir, _LAST_CHECKPOINT)} is not a checkpoint pointer ({exc}). "
+            "Nothing was deleted; the next checkpoint rewrites it."
+        ) from exc
 
 
 def _referenced_sidecars(storage: Storage, root: str, names: tuple[str, ...]) -> set[str]:
