@@ -20,8 +20,8 @@ from dbt_delta_optimize.ops.vacuum import vacuum
 from dbt_delta_optimize.plan.log_cleanup import parse_log_name
 
 BASE = time.time() - 60 * 86400  # two months ago: older than the 30-day logRetentionDuration
-OLD_UP_TO = 6  # versions 0..6 get old modification times; 7 and 8 stay young
-LAST = 8  # the twins are cut here; version 9 (a checkpoint) triggers each side's cleanup
+OLD_UP_TO = 4  # versions 0..4 get old modification times; 5 stays young
+LAST = 5  # the twins are cut here; version 9 (a checkpoint) triggers each side's cleanup
 #: delta-spark refuses time travel to commits older than delta.deletedFileRetentionDuration (a data-vacuum guard)
 ENFORCE = "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
 
@@ -48,14 +48,13 @@ def _age(path: str) -> None:
 
 @pytest.fixture(scope="module")
 def history(spark, tmp_path_factory):
-    """A delta-spark table: version 0 created, 1..8 one row each; checkpoints at 3 and 6."""
+    """A delta-spark table: version 0 created, 1..5 one row each (version v holds ids 1..v); checkpoints at 2, 4."""
     path = str(tmp_path_factory.mktemp("logclean") / "t")
-    spark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta TBLPROPERTIES ('delta.checkpointInterval'='3')")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta TBLPROPERTIES ('delta.checkpointInterval'='2')")
     for i in range(1, LAST + 1):
         spark.sql(f"INSERT INTO delta.`{path}` VALUES ({i})")
-    rows = {v: sorted(r.id for r in spark.read.option("versionAsOf", v).format("delta").load(path).collect())
-            for v in range(LAST + 1)}  # fmt: skip
-    return path, rows
+    assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == list(range(1, LAST + 1))
+    return path, {v: list(range(1, v + 1)) for v in range(LAST + 1)}
 
 
 def test_same_log_files_left_as_delta_spark_and_time_travel_still_works(spark, history, tmp_path):
@@ -84,7 +83,7 @@ def test_same_log_files_left_as_delta_spark_and_time_travel_still_works(spark, h
 
     # delta-spark still time travels to every version from the oldest kept checkpoint on, with the same rows
     kept = sorted(p.version for n in left_ours if (p := parse_log_name(n)) and p.kind == "checkpoint")
-    assert kept[0] == 6  # 0..5 went: two groups, each before a checkpoint; 6.. stays (8 is young)
+    assert kept[0] == 4  # 0..3 went: two groups, each before a checkpoint; 4.. stays (5 is young)
     spark.conf.set(ENFORCE, "false")
     try:
         for v in range(kept[0], LAST + 1):
