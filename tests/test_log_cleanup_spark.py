@@ -73,6 +73,8 @@ def test_same_log_files_left_as_delta_spark_and_time_travel_still_works(spark, h
     spark.sql(f"INSERT INTO delta.`{a}` VALUES ({LAST + 1})")  # delta-spark: a commit, a checkpoint, its cleanup
     metrics = optimize(spark, b)  # ours: the next version compacts the files, writes a checkpoint, cleans up
     assert metrics.num_files_removed > 0
+    assert metrics.log_files_deleted == len(listed.files) and metrics.log_bytes_deleted == listed.bytes
+    assert metrics.to_dict()["logFilesDeleted"] == len(listed.files)
     assert Path(b, "_delta_log", f"{LAST + 1:020d}.checkpoint.parquet").exists()
 
     left_spark, left_ours = _log_names(a), _log_names(b)
