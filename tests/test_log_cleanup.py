@@ -97,3 +97,32 @@ def test_a_bad_last_checkpoint_is_refused_with_nothing_deleted(tmp_path: Path) -
     with pytest.raises(CorruptLogError, match="not a checkpoint pointer"):
         clean_expired_logs(storage_for(str(tmp_path)), str(tmp_path), {}, now_ms=NOW_S * 1000)
     assert sorted(p.name for p in log.rglob("*")) == before
+
+
+def test_on_s3_through_the_object_store(s3_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same plan over obstore (moto): S3 keeps second-resolution times, so the groups are a second apart."""
+    import time
+
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    url = f"s3://{s3_server.new_bucket()}/t"
+    storage = storage_for(url, {})
+
+    def put(name: str) -> None:
+        storage.write_bytes(f"{url}/_delta_log/{name}", b"{}\n")
+
+    for group in (
+        ["0.json", "1.json"],
+        ["2.checkpoint.parquet", "2.json", "3.json"],
+        ["4.checkpoint.parquet", "4.json"],
+    ):
+        for name in group:
+            n, _, ext = name.partition(".")
+            put(f"{int(n):020d}.{ext}")
+        time.sleep(1.1)
+    storage.write_bytes(f"{url}/_delta_log/_last_checkpoint", b'{"version": 4, "size": 1}')
+    later = int(time.time() * 1000) + 40 * DAY * 1000
+    done = clean_expired_logs(storage, url, {}, now_ms=later)
+    assert set(done.files) == {f"{n:020d}.json" for n in range(4)} | {f"{2:020d}.checkpoint.parquet"}
+    left = {f.path for f in storage.walk(f"{url}/_delta_log", lambda _: False, by_prefix=False)}
+    assert left == {"_last_checkpoint", f"{4:020d}.checkpoint.parquet", f"{4:020d}.json"}
