@@ -51,6 +51,7 @@ def vacuum_cmd(table: str, retain: str | None, mode: str, dry_run: bool, as_json
         dry_run=dry_run,
         allow_short_retention=settings.get("allow_short_retention"),
         vacuum_logging=settings.get("vacuum_logging"),
+        clean_logs=settings.get("clean_logs"),
         storage_options=storage_options(),
         progress=None if as_json else _progress,
     )
@@ -66,6 +67,12 @@ def vacuum_cmd(table: str, retain: str | None, mode: str, dry_run: bool, as_json
         f"and {metrics.folders_deleted} empty folder(s) ({metrics.mode}, retention "
         f"{metrics.retention_ms / 3_600_000:g}h, {metrics.duration_s:.2f}s)"
     )
+    logs = metrics.log_cleanup
+    if logs is not None:
+        if dry_run:
+            for name in logs.files:
+                click.echo(f"_delta_log/{name}\t\texpired log")
+        click.echo(f"{metrics.table}: {verb} {len(logs.files)} expired log file(s), {format_size(logs.bytes)}")
     sys.stdout.flush()
 
 

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
@@ -74,6 +74,9 @@ class CommitResult:
     attempts: int
     checkpoint_version: int | None = None
     rebased_over: tuple[int, ...] = field(default=())
+    #: expired log files (and their bytes) the cleanup after this commit's checkpoint deleted
+    log_files_deleted: int = 0
+    log_bytes_deleted: int = 0
 
 
 def _norm(path: str, root: str) -> str:
@@ -165,10 +168,13 @@ class Transaction:
         max_attempts: int = DEFAULT_MAX_COMMIT_ATTEMPTS,
         check_protocol: bool = True,
         ours: Collection[int] = (),
+        after_checkpoint: Callable[[int], tuple[int, int]] | None = None,
     ) -> None:
         """``ours``: versions after the snapshot that this same run committed (earlier batches of one
         OPTIMIZE). They are checked and rebased over like any winner, but are not another writer's win,
-        so they do not use up an attempt."""
+        so they do not use up an attempt. ``after_checkpoint``: run once this commit wrote a checkpoint
+        (delta-spark's ``doLogCleanup``, see ``inspect.log_cleanup.after_checkpoint``); returns (files,
+        bytes) deleted. Its failure is a warning: the commit stands."""
         if max_attempts < 1:
             raise InvalidConfigError(f"max commit attempts must be >= 1, got {max_attempts}.")
         if check_protocol:
@@ -181,6 +187,7 @@ class Transaction:
         self._read_paths: set[str] = set()
         self._committed = False
         self._ours = frozenset(ours)
+        self._after_checkpoint = after_checkpoint
 
     @property
     def read_version(self) -> int:
@@ -250,9 +257,9 @@ class Transaction:
             if self.storage.put_if_absent(self._log_path(version), payload):
                 self._committed = True
                 log.info("committed %s as version %d of %s (attempt %d)", operation, version, root, attempt)
-                return CommitResult(
-                    version, self.read_version, attempt, self._maybe_checkpoint(version), tuple(rebased)
-                )
+                checkpoint = self._maybe_checkpoint(version)
+                files, size = self._clean_logs(checkpoint)
+                return CommitResult(version, self.read_version, attempt, checkpoint, tuple(rebased), files, size)
             # Someone won `version`: check it and every other winner up to the newest.
             while self.storage.exists(self._log_path(version)):
                 rebase_over(version)
@@ -314,3 +321,19 @@ class Transaction:
         except Exception as exc:  # a missing checkpoint only slows readers down
             log.warning("checkpoint at version %d of %s failed: %s", version, self.snapshot.location, exc)
             return None
+
+    def _clean_logs(self, checkpoint: int | None) -> tuple[int, int]:
+        """Expired log cleanup after our checkpoint; a failure never fails the commit (as delta-spark)."""
+        if checkpoint is None or self._after_checkpoint is None:
+            return (0, 0)
+        try:
+            return self._after_checkpoint(checkpoint)
+        except Exception as exc:
+            log.warning(
+                "expired log cleanup after checkpoint %d of %s failed; the commit stands and nothing more is "
+                "deleted until the next checkpoint: %s",
+                checkpoint,
+                self.snapshot.location,
+                exc,
+            )
+            return (0, 0)

@@ -197,7 +197,11 @@ def _commit_once(
         report = validate_actions(snapshot, adds, removes, live=live)
         _check_planned(snapshot, files_read, report)
         checked = CheckedActions(snapshot, tuple(adds), tuple(removes), report)
-    txn = Transaction(snapshot, max_attempts=config.max_commit_attempts, ours=ours)
+    from ..inspect.log_cleanup import after_checkpoint
+
+    txn = Transaction(
+        snapshot, max_attempts=config.max_commit_attempts, ours=ours, after_checkpoint=after_checkpoint(snapshot)
+    )
     txn.track_read(files_read)
     result = txn.commit([*adds, *removes], plan.commit_name, operation_parameters(plan), metrics)
     if config.validate_commits:

@@ -175,6 +175,8 @@ class OptimizeExecutor:
             failed=tuple(f.to_dict() for f in runner.failures),
             dropped=tuple(d.to_dict() for d in run.dropped),
             spark_fallbacks=tuple(runner.fallbacks),
+            log_files_deleted=sum(c.log_files_deleted for c in run.committed),
+            log_bytes_deleted=sum(c.log_bytes_deleted for c in run.committed),
             **_copy_metrics(run.results),
         )
         return run_metrics(

@@ -39,6 +39,7 @@ from ..delta.stats_schema import session_string_prefix_length
 from ..delta.storage import LocalStorage
 from ..errors import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError, InvalidArgumentError, ValidationError
 from ..inspect.live_files import LiveFiles, norm_path
+from ..inspect.log_cleanup import after_checkpoint
 from ..inspect.validate_analyze import COMPUTE_STATS, validate_stats_actions
 from ..options import ANALYZE_OPTIONS, TaskRunner, resolve_values
 from ..plan.analyze import FILES_PER_COMMIT, AnalyzePlan, analyze_parameters, plan_analyze
@@ -237,7 +238,7 @@ def _commit_once(snapshot: Snapshot, adds: Sequence[AddFile], plan: AnalyzePlan)
 
     live = LiveFiles(snapshot)
     validate_stats_actions(snapshot, adds, live=live).raise_if_invalid()
-    txn = Transaction(snapshot)
+    txn = Transaction(snapshot, after_checkpoint=after_checkpoint(snapshot))
     txn.track_read(adds)
     result = txn.commit(list(adds), COMPUTE_STATS, analyze_parameters(plan.predicates), {}, fresh_row_ids=False)
     before = snapshot if result.version == snapshot.version + 1 else None

@@ -34,7 +34,9 @@ from ..delta.vacuum_log import (
     write_last_vacuum,
 )
 from ..errors import InvalidArgumentError, InvalidConfigError
+from ..inspect.log_cleanup import LogCleanupResult, after_checkpoint, clean_expired_logs
 from ..options import VACUUM_OPTIONS, resolve_values
+from ..plan.log_cleanup import cleanup_enabled
 from ..plan.vacuum import (
     Candidate,
     VacuumPlan,
@@ -93,6 +95,7 @@ class VacuumMetrics:
     kept_by_concurrent_commits: int = 0  #: planned deletes a concurrent commit made live again
     duration_s: float = 0.0
     files: tuple[Candidate, ...] = field(default=(), repr=False)
+    log_cleanup: LogCleanupResult | None = None  #: with ``clean_logs``: the expired log files (deleted or listed)
 
     def summary(self) -> dict[str, Any]:
         """What a dry run records (as an OptimizePlan's summary does): the metrics and the files."""
@@ -119,6 +122,10 @@ class VacuumMetrics:
             "keptByConcurrentCommits": self.kept_by_concurrent_commits,
             "durationS": round(self.duration_s, 3),
         }
+        if self.log_cleanup is not None:
+            out["logFilesDeleted"] = self.log_cleanup.files_deleted
+            out["logBytesDeleted"] = self.log_cleanup.bytes_deleted
+            out["logCleanup"] = self.log_cleanup.to_dict()
         if self.dry_run if include_files is None else include_files:
             out["files"] = [{"path": c.path, "bytes": c.size, "reason": c.reason} for c in self.files]
         return out
@@ -243,7 +250,25 @@ def _open(name: str, storage_options: Mapping[str, str] | None, session: Session
 
 
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
-    return Transaction(snapshot).commit([], operation, parameters, metrics).version
+    return (
+        Transaction(snapshot, after_checkpoint=after_checkpoint(snapshot))
+        .commit([], operation, parameters, metrics)
+        .version
+    )
+
+
+def _clean_logs(opened: Table, enabled: bool, *, dry_run: bool) -> LogCleanupResult | None:
+    """``clean_logs``: delta-spark's expired log cleanup on demand (after the data files; listed in a dry run)."""
+    if not enabled:
+        return None
+    snapshot = opened.snapshot
+    if not cleanup_enabled(snapshot.configuration):
+        log.warning("%s: delta.enableExpiredLogCleanup is false; no log files are cleaned up.", opened.name)
+        return LogCleanupResult(dry_run=dry_run)
+    v2 = "v2Checkpoint" in set(snapshot.protocol.writer_features or ())
+    return clean_expired_logs(
+        opened.storage, opened.location, snapshot.configuration, v2_checkpoints=v2, dry_run=dry_run
+    )
 
 
 def vacuum(
@@ -255,6 +280,7 @@ def vacuum(
     dry_run: bool = False,
     allow_short_retention: bool | None = None,
     vacuum_logging: bool | None = None,
+    clean_logs: bool | None = None,
     storage_options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> VacuumMetrics:
@@ -268,7 +294,11 @@ def vacuum(
         raise InvalidArgumentError(f"mode must be 'full' or 'lite', got {mode!r}.")
     retain_ms = _retain_ms(retain)
     session = Session(spark)
-    overrides = {"allow_short_retention": allow_short_retention, "vacuum_logging": vacuum_logging}
+    overrides = {
+        "allow_short_retention": allow_short_retention,
+        "vacuum_logging": vacuum_logging,
+        "clean_logs": clean_logs,
+    }
     no_spark = spark is None and "pyspark" not in sys.modules  # no session to read (and no Spark import)
     settings = resolve_values(VACUUM_OPTIONS, None if no_spark else session.conf(), overrides, what="vacuum")
     opened = table if isinstance(table, Table) else _open(table, storage_options, session)
@@ -301,6 +331,7 @@ def vacuum(
             done.get("files", len(p.files)), p.bytes, done.get("folders", len(p.folders)), p.files_listed,
             snapshot.version, p.eligible_start_version, p.eligible_end_version, done.get("start"),
             done.get("end"), done.get("kept", 0), time.monotonic() - started, p.files,
+            _clean_logs(opened, settings["clean_logs"], dry_run=dry_run),
         )  # fmt: skip
 
     if dry_run:

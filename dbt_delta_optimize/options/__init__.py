@@ -325,6 +325,15 @@ VACUUM_OPTIONS: tuple[Option, ...] = (
         unset="as delta-spark: on for local, Azure, GCS paths; off for S3",
         meta=False,
     ),
+    Option(
+        "clean_logs",
+        "flag",
+        OURS + "vacuum.cleanLogs",
+        False,
+        "Also delete expired _delta_log files (older than delta.logRetentionDuration and covered by a kept "
+        "checkpoint), as delta-spark does after each checkpoint; a dry run lists them.",
+        meta=False,
+    ),
 )
 
 

@@ -145,6 +145,9 @@ class OptimizeMetrics:
     copy_fallbacks: tuple[Mapping[str, Any], ...] = field(default=())
     #: bins the Arrow rewriter could not write faithfully, rewritten by Spark instead, and why
     spark_fallbacks: tuple[Mapping[str, Any], ...] = field(default=())
+    #: expired log files (and bytes) deleted after a checkpoint one of the run's commits wrote
+    log_files_deleted: int = 0
+    log_bytes_deleted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -228,6 +231,9 @@ class RunOutcome:
     copy_fallbacks: tuple[Mapping[str, Any], ...] = ()
     #: bins Arrow could not write, rewritten by Spark
     spark_fallbacks: tuple[Mapping[str, Any], ...] = ()
+    #: expired log cleanup after the commits' checkpoints
+    log_files_deleted: int = 0
+    log_bytes_deleted: int = 0
 
 
 def run_metrics(
@@ -286,4 +292,6 @@ def run_metrics(
         bytes_reencoded=outcome.bytes_reencoded,
         copy_fallbacks=outcome.copy_fallbacks,
         spark_fallbacks=outcome.spark_fallbacks,
+        log_files_deleted=outcome.log_files_deleted,
+        log_bytes_deleted=outcome.log_bytes_deleted,
     )
