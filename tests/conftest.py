@@ -82,3 +82,12 @@ def thrift_server(tmp_path_factory):
             yield server
     except RuntimeError as exc:
         pytest.fail(str(exc))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """dbt worker processes (tests/dbt_project.py) that a module left running stop with the session."""
+    import sys
+
+    module = sys.modules.get("tests.dbt_project")
+    if module is not None:
+        module.DbtWorker.close_all()

@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return session_project(tmp_path_factory.mktemp("dbt-it"))
+    project = session_project(tmp_path_factory.mktemp("dbt-it"))
+    yield project
+    project.close()
 
 
 def table(project: DbtProject, name: str) -> str:

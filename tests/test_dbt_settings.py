@@ -19,7 +19,9 @@ MODEL = "ddo_it.events_settings"
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return session_project(tmp_path_factory.mktemp("dbt-settings"))
+    project = session_project(tmp_path_factory.mktemp("dbt-settings"))
+    yield project
+    project.close()
 
 
 def _vars(batch: int, **more: object) -> str:
