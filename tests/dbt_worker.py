@@ -18,9 +18,13 @@ import sys
 import traceback
 
 
-def _invoke(runner_type: type, args: list[str]) -> int:
+def _invoke(args: list[str]) -> int:
     try:
-        result = runner_type().invoke(args)
+        from dbt.cli.main import dbtRunner  # imported once, on the first request: its errors land in its output
+
+        result = dbtRunner().invoke(args)
+    except SystemExit as exit:  # a command that exits as the dbt executable would: its code, the worker lives on
+        return exit.code if isinstance(exit.code, int) else 2
     except Exception:  # dbt raised past dbtRunner: an error, as the dbt command's exit code 2 says
         traceback.print_exc()
         return 2
@@ -35,7 +39,6 @@ def main() -> None:
     replies = os.fdopen(int(sys.argv[2]), "w", buffering=1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # nothing in dbt or Spark reads a terminal here
-    from dbt.cli.main import dbtRunner
 
     for line in requests:
         request = json.loads(line)
@@ -45,7 +48,7 @@ def main() -> None:
             os.dup2(out.fileno(), 1)
             os.dup2(out.fileno(), 2)
             try:
-                rc = _invoke(dbtRunner, request["args"])
+                rc = _invoke(request["args"])
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
