@@ -52,6 +52,7 @@ class DbtWorker:
         os.close(req_r)
         os.close(rep_w)
         self._buffer = b""
+        self.closed = False
         DbtWorker.live.append(self)
 
     def run(self, cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -75,14 +76,15 @@ class DbtWorker:
         return line.decode()
 
     def close(self) -> None:
-        """EOF ends the worker's loop; its JVM stops with it (joined, or killed after a minute)."""
+        """EOF ends the worker's loop; its JVM stops with it (joined, or killed after a minute). Idempotent:
+        a second call must not close descriptor numbers that the process has handed out again since."""
+        if self.closed:
+            return
+        self.closed = True
         if self in DbtWorker.live:
             DbtWorker.live.remove(self)
-        for fd in (self._requests, self._replies):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        os.close(self._requests)
+        os.close(self._replies)
         try:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
