@@ -38,6 +38,7 @@ class DbtWorker:
 
     def __init__(self, env: Mapping[str, str], work: Path) -> None:
         self.work = work
+        work.mkdir(parents=True, exist_ok=True)  # each command's output is a file here (dbt creates it too)
         req_r, self._requests = os.pipe()
         self._replies, rep_w = os.pipe()
         self.proc = subprocess.Popen(
