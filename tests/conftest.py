@@ -8,6 +8,11 @@ import tempfile
 
 import pytest
 
+# delta-spark's VACUUM lists a table's files in spark.sql.sources.parallelPartitionDiscovery.parallelism
+# partitions (10,000 by default): on a 2-core local master that is thousands of empty tasks and tens of
+# seconds for a tiny test table. A handful of partitions lists the same files.
+SMALL_LISTINGS = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": "4"}
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -20,7 +25,7 @@ def spark():
         work_dir=work,
         master="local[2]",
         catalog="in-memory",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"},
+        conf={"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC", **SMALL_LISTINGS},
     )
     yield session
     session.stop()
@@ -82,3 +87,12 @@ def thrift_server(tmp_path_factory):
             yield server
     except RuntimeError as exc:
         pytest.fail(str(exc))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """dbt worker processes (tests/dbt_project.py) that a module left running stop with the session."""
+    import sys
+
+    module = sys.modules.get("tests.dbt_project")
+    if module is not None:
+        module.DbtWorker.close_all()

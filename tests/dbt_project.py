@@ -1,7 +1,9 @@
 """Driving integration_tests/ through real dbt, on any target, and comparing rows across engines.
 
-Shared by the session, Thrift and Spark Connect runs of the project: one dbt subprocess per command,
-the results file of the latest invocation, and row-for-row comparison of a table as deltalake
+Shared by the session, Thrift and Spark Connect runs of the project: one long-lived dbt process per
+project that runs its commands in turn (tests/dbt_worker.py: on method session they share one Spark JVM
+instead of starting one per command; ``DDO_DBT_SUBPROCESS=1`` runs a ``dbt`` subprocess per command as
+before), the results file of the latest invocation, and row-for-row comparison of a table as deltalake
 (delta-rs) reads it with what delta-spark reads (an embedded session or the server's own).
 """
 
@@ -10,18 +12,90 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import select
 import subprocess
 import sys
+import tempfile
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from deltalake import DeltaTable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROJECT = os.path.join(ROOT, "integration_tests")
 DBT = os.path.join(os.path.dirname(sys.executable), "dbt")
+WORKER = os.path.join(ROOT, "tests", "dbt_worker.py")
+TIMEOUT = 900  # seconds for one dbt command
+
+
+class DbtWorker:
+    """A tests/dbt_worker.py process: dbt commands run one after another in one interpreter (and one JVM)."""
+
+    live: ClassVar[list[DbtWorker]] = []  # closed at the end of the test session at the latest (tests/conftest.py)
+
+    def __init__(self, env: Mapping[str, str], work: Path) -> None:
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)  # each command's output is a file here (dbt creates it too)
+        req_r, self._requests = os.pipe()
+        self._replies, rep_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, WORKER, str(req_r), str(rep_w)],
+            cwd=PROJECT,
+            env=dict(env),
+            pass_fds=(req_r, rep_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(req_r)
+        os.close(rep_w)
+        self._buffer = b""
+        self.closed = False
+        DbtWorker.live.append(self)
+
+    def run(self, cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        fd, out = tempfile.mkstemp(prefix="dbt-", suffix=".log", dir=self.work)
+        os.close(fd)
+        os.write(self._requests, (json.dumps({"args": list(cmd), "out": out}) + "\n").encode())
+        rc = int(json.loads(self._reply())["rc"])
+        text = Path(out).read_text(errors="replace")
+        os.unlink(out)
+        return subprocess.CompletedProcess(["dbt", *cmd], rc, text, "")
+
+    def _reply(self) -> str:
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([self._replies], [], [], TIMEOUT)
+            chunk = os.read(self._replies, 4096) if ready else b""
+            if not chunk:
+                self.close()
+                raise RuntimeError("the dbt worker died or timed out" if ready else "dbt command timed out")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode()
+
+    def close(self) -> None:
+        """EOF ends the worker's loop; its JVM stops with it (joined, or killed after a minute). Idempotent:
+        a second call must not close descriptor numbers that the process has handed out again since."""
+        if self.closed:
+            return
+        self.closed = True
+        if self in DbtWorker.live:
+            DbtWorker.live.remove(self)
+        os.close(self._requests)
+        os.close(self._replies)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    @classmethod
+    def close_all(cls) -> None:
+        for worker in list(cls.live):
+            worker.close()
 
 
 class DbtProject:
@@ -41,12 +115,26 @@ class DbtProject:
         e.update(env)
         e["PATH"] = os.path.dirname(sys.executable) + os.pathsep + e.get("PATH", "")
         self.env = e
+        self._worker: DbtWorker | None = None
 
     def _run(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        cmd = [DBT, *args]
+        cmd = list(args)
         if args and args[0] not in ("deps", "clean"):
             cmd += ["--target", self.target]
-        return subprocess.run(cmd, cwd=PROJECT, env=self.env, capture_output=True, text=True, timeout=900)
+        if os.environ.get("DDO_DBT_SUBPROCESS"):
+            return subprocess.run(
+                [DBT, *cmd], cwd=PROJECT, env=self.env, capture_output=True, text=True, timeout=TIMEOUT
+            )
+        if self._worker is None:
+            self._worker = DbtWorker(self.env, self.work)
+            weakref.finalize(self, self._worker.close)  # a project dropped without close() stops its worker too
+        return self._worker.run(cmd)
+
+    def close(self) -> None:
+        """Stops the project's dbt process (and with it, on method session, its Spark JVM)."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
 
     def __call__(self, *args: str) -> str:
         proc = self._run(args)

@@ -312,6 +312,8 @@ def delta_confs() -> list[str]:
         "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
         "--conf",
         "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "--conf",  # VACUUM's file listing in a few partitions, not 10,000 tasks (tests/conftest.py SMALL_LISTINGS)
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism=4",
     ]
 
 
@@ -432,6 +434,7 @@ def spark_thrift_server(work: str) -> Iterator[ThriftServer]:
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
         "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",  # VACUUM's listing: see delta_confs
         "spark.sql.warehouse.dir": warehouse,
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={work}",
         "spark.hadoop.javax.jdo.option.ConnectionURL": (

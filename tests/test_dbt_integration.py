@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return session_project(tmp_path_factory.mktemp("dbt-it"))
+    project = session_project(tmp_path_factory.mktemp("dbt-it"))
+    yield project
+    project.close()
 
 
 def table(project: DbtProject, name: str) -> str:
@@ -42,7 +44,7 @@ def same_rows(spark, project: DbtProject, name: str) -> list[tuple]:
     return ours
 
 
-@pytest.mark.timeout(1800)  # about 14 dbt commands, each starting dbt and (method: session) a Spark JVM
+@pytest.mark.timeout(1800)  # about 14 dbt commands (a JVM each with DDO_DBT_SUBPROCESS=1)
 def test_dbt_package_end_to_end(project, spark):
     project("seed")
     n = len(seed_rows())

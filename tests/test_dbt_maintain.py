@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return session_project(tmp_path_factory.mktemp("dbt-maintain"))
+    project = session_project(tmp_path_factory.mktemp("dbt-maintain"))
+    yield project
+    project.close()
 
 
 def _report(project: DbtProject) -> dict:

@@ -28,7 +28,8 @@ def project(thrift_server, tmp_path_factory):
     p("deps")
     # The server is shared by the session's thrift tests: each module builds the project from an empty schema.
     thrift_server.query("DROP SCHEMA IF EXISTS ddo_it CASCADE")
-    return p
+    yield p
+    p.close()
 
 
 @pytest.mark.timeout(1800)

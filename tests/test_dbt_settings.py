@@ -19,7 +19,9 @@ MODEL = "ddo_it.events_settings"
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return session_project(tmp_path_factory.mktemp("dbt-settings"))
+    project = session_project(tmp_path_factory.mktemp("dbt-settings"))
+    yield project
+    project.close()
 
 
 def _vars(batch: int, **more: object) -> str:
@@ -32,7 +34,7 @@ def _compacted_bins(project: DbtProject, path: str, before: int) -> tuple[dict, 
     return record, len(optimize_commits(path)) - before
 
 
-@pytest.mark.timeout(1500)  # about 9 dbt commands, each starting dbt and a Spark JVM
+@pytest.mark.timeout(1500)  # about 9 dbt commands (a JVM each with DDO_DBT_SUBPROCESS=1)
 def test_model_settings_reach_the_work_through_dbt(project):
     project("seed")
     path = str(project.work / "wh" / "ddo_it.db" / "events_settings")
