@@ -46,3 +46,14 @@ def test_a_gap_in_the_commits_is_left_to_deltalake(tmp_path):
         write_deltalake(path, pa.table({"id": [1]}), mode="append")
     os.remove(tmp_path / "t" / "_delta_log" / "00000000000000000001.json")
     assert _head(path) is None
+
+
+def test_a_commit_parses_in_one_go_blank_lines_and_crlf_too_and_bad_json_still_raises():
+    import pytest
+
+    from dbt_delta_optimize.delta.vacuum_log import _parse_commit
+
+    assert _parse_commit(b'{"a":1}\r\n\r\n  \n{"b":2}\n') == [{"a": 1}, {"b": 2}]
+    assert _parse_commit(b'{"a":1}\n{"b":2}') == [{"a": 1}, {"b": 2}]
+    with pytest.raises(ValueError):
+        _parse_commit(b'{"a":1}\n{bad\n')

@@ -56,13 +56,17 @@ def _metadata(m: Mapping[str, Any]) -> Metadata:
 
 
 def _from_commit(data: bytes, found: dict[str, Any]) -> None:
-    for line in data.splitlines():
-        if b'"protocol"' not in line and b'"metaData"' not in line:
-            continue
-        action = json.loads(line)
-        for key in _KEYS:
-            if key in action and key not in found:
+    """Only the lines holding a key are parsed, found by searching the whole commit (no loop over 10,000 lines)."""
+    for key in _KEYS:
+        needle = f'"{key}"'.encode()
+        at = data.find(needle)
+        while at >= 0 and key not in found:
+            start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            action = json.loads(data[start:end])
+            if key in action:  # else the word was inside another action (a commitInfo's text)
                 found[key] = action[key]
+            at = data.find(needle, end)
 
 
 def _from_checkpoint(storage: Storage, root: str, names: tuple[str, ...], found: dict[str, Any]) -> None:
