@@ -152,7 +152,11 @@ def range_files(storage: Storage, root: str, start: int, end: int) -> list[LogFi
     """Lite mode's input: the removes (with their deletion time) and change data files of commits start..end."""
     out: list[LogFile] = []
     for v in range(start, end + 1):
-        for action in read_commit(storage, root, v):
+        try:
+            actions = _parse_commit(storage.read_bytes(commit_path(root, v)))
+        except (ValueError, FileNotFoundError):
+            actions = read_commit(storage, root, v)  # raises the typed error naming the version
+        for action in actions:
             if "remove" in action:
                 out.append(_log_file(action["remove"], deletion=True))
             elif "cdc" in action:
