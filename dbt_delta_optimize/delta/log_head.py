@@ -25,34 +25,12 @@ __all__ = ["read_head"]
 _KEYS = ("protocol", "metaData")
 
 
-def _protocol(p: Mapping[str, Any]) -> Protocol:
-    readers, writers = p.get("readerFeatures"), p.get("writerFeatures")
-    return Protocol(
-        int(p["minReaderVersion"]),
-        int(p["minWriterVersion"]),
-        tuple(readers) if readers is not None else None,
-        tuple(writers) if writers is not None else None,
-    )
-
-
-def _pairs(value: Any) -> dict[str, str]:
-    """A configuration as JSON writes it (an object) or as pyarrow reads a Parquet map (key, value pairs)."""
-    if value is None:
-        return {}
-    return {str(k): str(v) for k, v in (value.items() if isinstance(value, dict) else value)}
-
-
 def _metadata(m: Mapping[str, Any]) -> Metadata:
-    created = m.get("createdTime")
-    return Metadata(
-        id=str(m["id"]),
-        schema_string=str(m["schemaString"]),
-        partition_columns=tuple(m.get("partitionColumns") or ()),
-        configuration=_pairs(m.get("configuration")),
-        created_time=int(created) if created is not None else None,
-        name=m.get("name"),
-        description=m.get("description"),
-    )
+    """A checkpoint's Parquet map arrives as (key, value) pairs; a commit's as an object."""
+    conf = m.get("configuration")
+    if conf is not None and not isinstance(conf, dict):
+        m = {**m, "configuration": {str(k): str(v) for k, v in conf}}
+    return Metadata.from_json(m)
 
 
 def _from_commit(data: bytes, found: dict[str, Any]) -> None:
@@ -107,4 +85,4 @@ def read_head(storage: Storage, root: str, listing: LogListing) -> tuple[int, Pr
         _from_checkpoint(storage, root, listing.checkpoints[cp], found)
     if len(found) < len(_KEYS):
         return None
-    return version, _protocol(found["protocol"]), _metadata(found["metaData"])
+    return version, Protocol.from_json(found["protocol"]), _metadata(found["metaData"])
