@@ -120,20 +120,44 @@ def left(path: str) -> set[str]:
     return {n for n in os.listdir(path) if not n.startswith(("_", "."))}
 
 
-def fresh(code: str, path: str, env: dict[str, str] | None = None) -> tuple[float, float]:
+#: CPU seconds (user + sys) of each fresh process: a second view when other work shares the machine
+CPU: dict[str, list[float]] = {}
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def fresh(code: str, path: str, env: dict[str, str] | None = None, name: str = "") -> tuple[float, float]:
     """(wall seconds of a fresh process, seconds it measured inside)."""
-    t = time.perf_counter()
+    t, c = time.perf_counter(), _children_cpu()
     out = subprocess.run([sys.executable, "-c", code, path], check=True, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
+    CPU.setdefault(name, []).append(_children_cpu() - c)
     return wall, float(out.stdout.split()[0])
 
 
 def cli(path: str) -> float:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), _children_cpu()
     exe = os.path.join(os.path.dirname(sys.executable), "dbt-delta-optimize")
     subprocess.run([exe, "vacuum", path, "--retain", "0h", "--allow-short-retention", "--json"], check=True,
                    capture_output=True)  # fmt: skip
+    CPU.setdefault("ours_cli", []).append(_children_cpu() - c)
     return time.perf_counter() - t
+
+
+def _cpu_ratios() -> dict[str, float]:
+    med = {k: statistics.median(v) for k, v in CPU.items() if v}
+    out = {f"cpu_{k}_s": v for k, v in med.items()}
+    for ours, theirs in (("ours_full", "delta_rs_full"), ("ours_lite", "delta_rs_default"),
+                         ("ours_cli", "delta_rs_default")):  # fmt: skip
+        if ours in med and theirs in med:
+            out[f"cpu_{ours}_vs_{theirs}"] = med[ours] / med[theirs]
+    CPU.clear()
+    return out
 
 
 def _ratios(med: dict[str, float]) -> dict[str, float]:
@@ -151,7 +175,7 @@ def _run_engines(r: int, env: dict[str, str], fresh_copy: Any, times: dict[str, 
     names = list(ENGINES) if r % 2 == 0 else list(reversed(ENGINES))
     for name in names:
         target, count = fresh_copy(f"{name}-{r}")
-        wall, inside = fresh(ENGINES[name], target, env)
+        wall, inside = fresh(ENGINES[name], target, env, name)
         times.setdefault(f"{name}_fresh", []).append(wall)
         times.setdefault(f"{name}_inside", []).append(inside)
         left_by[name] = count()
@@ -180,6 +204,8 @@ def local_case(n: int, repeats: int, spark: bool, work: str) -> dict[str, object
     out: dict[str, object] = {"case": "local", "files": n, "median_s": med, **_ratios(med)}
     out["cli_vs_delta_rs"] = med["ours_cli"] / med["delta_rs_full_fresh"]
     out["cli_vs_delta_rs_default"] = med["ours_cli"] / med["delta_rs_default_fresh"]
+    out.update(_cpu_ratios())
+    out["load_average"] = os.getloadavg()
     if spark:
         out.update(spark_case(template, work, repeats, med["ours_full_inside"]))
     return out
@@ -241,7 +267,7 @@ def s3_case(n: int, repeats: int) -> dict[str, object]:
             assert set(left_by.values()) == {1}, left_by
             print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"case": "s3", "files": n, "median_s": med, **_ratios(med)}
+    return {"case": "s3", "files": n, "median_s": med, **_ratios(med), **_cpu_ratios(), "load_average": os.getloadavg()}
 
 
 def main() -> None:

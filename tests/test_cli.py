@@ -402,7 +402,7 @@ def test_logging_is_configured_by_global_options_and_restored(tmp_path):
     cli_inspect._summary = spy
     try:
         r = CliRunner().invoke(cli, ["-v", "info", str(tmp_path), "--json"])
-        assert r.exit_code == 0 and seen == {"level": logging.INFO, "handlers": ["RichHandler"]}
+        assert r.exit_code == 0 and seen == {"level": logging.INFO, "handlers": ["_LazyRichHandler"]}
         assert "visible with -v" in r.stderr
         CliRunner().invoke(cli, ["--debug", "info", str(tmp_path), "--json"])
         assert seen["level"] == logging.DEBUG

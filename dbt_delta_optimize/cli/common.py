@@ -148,21 +148,36 @@ class _DropTracebacks(logging.Filter):
         return True
 
 
+class _LazyRichHandler(logging.Handler):
+    """rich's handler, made at the first record: importing rich is a tenth of a short command's start
+    (a VACUUM that logs no warning never pays it)."""
+
+    def __init__(self, debug: bool) -> None:
+        super().__init__()
+        self.debug = debug
+        self.inner: logging.Handler | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.inner is None:
+            from rich.logging import RichHandler
+
+            from .format import console
+
+            self.inner = RichHandler(console=console(stderr=True), show_path=self.debug, rich_tracebacks=self.debug)
+        self.inner.emit(record)
+
+
 def configure_logging(verbose: int, debug: bool) -> Callable[[], None]:
     """Warnings by default; -v info, -vv or --debug debug, through rich's handler on stderr.
 
     Only our package's logger gets the handler (and py4j/pyspark a level), so running the CLI
     in process leaves the host's logging alone; the returned function restores what was there.
     """
-    from rich.logging import RichHandler
-
-    from .format import console
-
     level = logging.DEBUG if debug or verbose > 1 else logging.INFO if verbose else logging.WARNING
     ours = logging.getLogger(_OUR_LOGGER)
     touched = [ours, *(logging.getLogger(n) for n in _QUIET_LOGGERS)]
     saved = [(lg, lg.level, lg.propagate, list(lg.handlers)) for lg in touched]
-    handler = RichHandler(console=console(stderr=True), show_path=debug, rich_tracebacks=debug)
+    handler = _LazyRichHandler(debug)
     if not debug:
         handler.addFilter(_DropTracebacks())
     ours.handlers = [handler]

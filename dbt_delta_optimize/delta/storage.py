@@ -116,13 +116,22 @@ def _scan_local(base: str, rel: str, skip: Callable[[str], bool]) -> Iterator[Li
         for e in entries:
             if skip(e.name):
                 continue
-            child = f"{current}/{e.name}" if current else e.name
-            st = e.stat(follow_symlinks=False)
-            if e.is_dir(follow_symlinks=False):
-                stack.append(child)
-                yield Listed(child, 0, int(st.st_mtime * 1000), True)
-            else:
-                yield Listed(child, st.st_size, int(st.st_mtime * 1000))
+            found = _listed(e, f"{current}/{e.name}" if current else e.name)
+            if found is not None:
+                if found.is_dir:
+                    stack.append(found.path)
+                yield found
+
+
+def _listed(e: os.DirEntry[str], path: str) -> Listed | None:
+    """One entry with its size and time; None if it went away since the folder was read (a writer's temp file)."""
+    try:
+        st = e.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if e.is_dir(follow_symlinks=False):
+        return Listed(path, 0, int(st.st_mtime * 1000), True)
+    return Listed(path, st.st_size, int(st.st_mtime * 1000))
 
 
 def _unlink_all(paths: Sequence[str]) -> int:
@@ -228,18 +237,17 @@ class LocalStorage:
             return
         dirs: list[str] = []
         for e in top:
-            if skip(e.name):
-                continue
-            st = e.stat(follow_symlinks=False)
-            if e.is_dir(follow_symlinks=False):
-                dirs.append(e.name)
-                yield Listed(e.name, 0, int(st.st_mtime * 1000), True)
-            else:
-                yield Listed(e.name, st.st_size, int(st.st_mtime * 1000))
+            found = None if skip(e.name) else _listed(e, e.name)
+            if found is not None:
+                if found.is_dir:
+                    dirs.append(e.name)
+                yield found
         yield from merged([partial(_scan_local, base, d, skip) for d in dirs], threads=4)
 
     def delete_many(self, paths: Sequence[str]) -> int:
-        # One thread: unlinks in one folder serialize on its lock in the kernel, so threads only add overhead.
+        # One thread: unlinks in one folder serialize on its lock in the kernel. Four threads were tried: a
+        # bare loop of 10,000 unlinks was a little faster, but the whole CLI run slower (median 1.42s
+        # against 0.89s, six alternating runs each on a loaded machine).
         return _unlink_all([local_path(p) for p in paths])
 
     def remove_empty_dir(self, path: str) -> bool:

@@ -107,6 +107,15 @@ def _checkpoint_actions(storage: Storage, root: str, names: Iterable[str], kind:
             yield action[kind]
 
 
+def _parse_commit(data: bytes) -> list[dict[str, Any]]:
+    """Every action of a commit in one parse (10,000 lines in milliseconds), as a JSON array of its lines."""
+    try:
+        parsed: list[dict[str, Any]] = json.loads(b"[" + data.strip().replace(b"\n", b",") + b"]")
+    except ValueError:  # blank lines leave empty elements: join the non-blank ones (bad JSON still raises)
+        parsed = json.loads(b"[" + b",".join(x for x in data.splitlines() if x.strip()) + b"]")
+    return parsed
+
+
 def read_state(storage: Storage, root: str, version: int, listing: LogListing) -> tuple[list[LogFile], list[LogFile]]:
     """(live files, tombstones) at ``version``, replayed from the newest checkpoint and the commits after it.
 
@@ -126,8 +135,7 @@ def read_state(storage: Storage, root: str, version: int, listing: LogListing) -
     for v in range(cp + 1 if cp is not None else 0, version + 1):
         if v not in present:
             continue
-        lines = [x for x in storage.read_bytes(commit_path(root, v)).splitlines() if b'"remove"' in x or b'"add"' in x]
-        actions = json.loads(b"[" + b",".join(lines) + b"]")  # one parse for the commit: 10,000 lines in ms
+        actions = _parse_commit(storage.read_bytes(commit_path(root, v)))
         adds: list[LogFile] = []
         for action in actions:
             if "remove" in action:
@@ -144,7 +152,11 @@ def range_files(storage: Storage, root: str, start: int, end: int) -> list[LogFi
     """Lite mode's input: the removes (with their deletion time) and change data files of commits start..end."""
     out: list[LogFile] = []
     for v in range(start, end + 1):
-        for action in read_commit(storage, root, v):
+        try:
+            actions = _parse_commit(storage.read_bytes(commit_path(root, v)))
+        except (ValueError, FileNotFoundError):
+            actions = read_commit(storage, root, v)  # raises the typed error naming the version
+        for action in actions:
             if "remove" in action:
                 out.append(_log_file(action["remove"], deletion=True))
             elif "cdc" in action:

@@ -25,6 +25,7 @@ from ..delta.log import list_log
 from ..delta.protocol import ensure_write_supported
 from ..delta.storage import LocalStorage, Storage, join
 from ..delta.vacuum_log import (
+    LogFile,
     added_since,
     commit_timestamps,
     live_files,
@@ -33,7 +34,7 @@ from ..delta.vacuum_log import (
     read_state,
     write_last_vacuum,
 )
-from ..errors import InvalidArgumentError, InvalidConfigError
+from ..errors import CorruptLogError, InvalidArgumentError, InvalidConfigError
 from ..inspect.log_cleanup import LogCleanupResult, after_checkpoint, clean_expired_logs
 from ..options import VACUUM_OPTIONS, resolve_values
 from ..plan.log_cleanup import cleanup_enabled
@@ -246,7 +247,42 @@ def _open(name: str, storage_options: Mapping[str, str] | None, session: Session
     # A path with a slash is a path (engine.session.is_path): no need to import the Spark side to say so.
     location = name if "/" in name else Target(name, storage_options).location(session)
     storage = storage_for(table_uri(location), storage_options)
-    return Table(name, location, storage_options, load_log_snapshot(location, storage=storage))
+    return Table(
+        name,
+        location,
+        storage_options,
+        _head_snapshot(location, storage) or load_log_snapshot(location, storage=storage),
+    )
+
+
+def _head_snapshot(location: str, storage: Storage) -> Snapshot | None:
+    """The snapshot from the log's newest protocol and metadata (``delta/log_head.py``), no deltalake replay;
+    None when that read is not plain (deltalake then loads it, and its errors name the problem)."""
+    from ..delta.file_table import FileTable
+    from ..delta.log_head import read_head
+    from ..delta.snapshot import Snapshot, open_table
+
+    root, storage = open_table(location, storage)
+    try:
+        head = read_head(storage, root, list_log(storage, root))
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    if head is None:
+        return None
+    version, protocol, metadata = head
+    return Snapshot(root, version, protocol, metadata, (), storage, FileTable(None, None))
+
+
+def _read_state(table: Table) -> tuple[list[LogFile], list[LogFile]]:
+    """Live files and tombstones; a log our replay cannot parse gets deltalake's diagnosis (a typed error)."""
+    storage, root = table.storage, table.location
+    try:
+        return read_state(storage, root, table.snapshot.version, list_log(storage, root))
+    except (ValueError, KeyError, TypeError) as exc:
+        from ..delta.snapshot import load_log_snapshot
+
+        load_log_snapshot(root, storage=storage)  # raises the typed error when deltalake refuses the log too
+        raise CorruptLogError(f"The log of '{root}' cannot be read for VACUUM ({exc}). Nothing was deleted.") from exc
 
 
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
@@ -313,9 +349,7 @@ def vacuum(
     retention = table_ms if retain_ms is None else retain_ms
     delete_before = int(time.time() * 1000) - retention
 
-    live, dead = read_state(
-        opened.storage, opened.location, snapshot.version, list_log(opened.storage, opened.location)
-    )
+    live, dead = _read_state(opened)
     if isinstance(table, Table):  # deltalake's replay is there already: keep what either one calls live
         live.extend(live_files(snapshot.file_table.adds))
     protected = protected_paths(opened.location, live, dead, delete_before)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 from urllib.parse import unquote
 
@@ -77,8 +78,9 @@ class VacuumPlan:
     eligible_start_version: int | None = None
     eligible_end_version: int | None = None
 
-    @property
+    @cached_property
     def bytes(self) -> int:
+        """Summed once (a run reads it three times; 10,000 files cost milliseconds each time)."""
         return sum(c.size for c in self.files)
 
     def without(self, paths: Iterable[str]) -> VacuumPlan:
