@@ -15,13 +15,16 @@ import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 from ..delta.commit import Transaction
+from ..delta.file_info import Listed
 from ..delta.log import list_log
+from ..delta.parallel import Prefetched
 from ..delta.protocol import ensure_write_supported
 from ..delta.storage import LocalStorage, Storage, join
 from ..delta.vacuum_log import (
@@ -200,21 +203,38 @@ def _outside(snapshot: Snapshot, delete_before: int) -> int | None:
     return active_commit_at([c for c in commits if c[0] <= snapshot.version], delete_before)
 
 
-def _full_plan(table: Table, protected: set[str], delete_before: int, expired: list[str]) -> VacuumPlan:
-    snapshot = table.snapshot
-    columns = snapshot.partition_columns
+def _walk(table: Table) -> Iterator[Listed]:
+    columns = table.snapshot.partition_columns
     # hidden names are not entered, but `.name.crc` sidecars are seen (deleted with their files)
-    listing = table.storage.walk(
+    return table.storage.walk(
         table.location, lambda name: is_hidden(name, columns) and not name.endswith(".crc"), by_prefix=bool(columns)
     )
-    return plan_vacuum(
-        table.location,
-        listing,
-        protected=protected,
-        delete_before=delete_before,
-        partition_columns=columns,
-        tombstone_paths=expired,
-    )
+
+
+def _planned(opened: Table, mode: VacuumMode, delete_before: int, *, also_live: bool) -> tuple[VacuumPlan, int | None]:
+    """The plan (and lite's newest commit outside the retention). In full mode the table is listed in a thread
+    while the log is replayed; the listing is bounded by its queue, and joined however this ends."""
+    listing = Prefetched(partial(_walk, opened)) if mode == "full" else None
+    try:
+        live, dead = _read_state(opened)
+        if also_live:  # deltalake's replay is there already: keep what either one calls live
+            live.extend(live_files(opened.snapshot.file_table.adds))
+        protected = protected_paths(opened.location, live, dead, delete_before)
+        if listing is None:
+            return _lite_plan(opened, protected, delete_before)
+        expired = [t.path for t in dead if t.deletion_timestamp < delete_before]
+        plan = plan_vacuum(
+            opened.location,
+            listing,
+            protected=protected,
+            delete_before=delete_before,
+            partition_columns=opened.snapshot.partition_columns,
+            tombstone_paths=expired,
+        )
+        return plan, None
+    finally:
+        if listing is not None:
+            listing.close()
 
 
 def _guard(table: Table, plan: VacuumPlan) -> tuple[VacuumPlan, int]:
@@ -349,15 +369,7 @@ def vacuum(
     retention = table_ms if retain_ms is None else retain_ms
     delete_before = int(time.time() * 1000) - retention
 
-    live, dead = _read_state(opened)
-    if isinstance(table, Table):  # deltalake's replay is there already: keep what either one calls live
-        live.extend(live_files(snapshot.file_table.adds))
-    protected = protected_paths(opened.location, live, dead, delete_before)
-    if mode == "lite":
-        plan, outside = _lite_plan(opened, protected, delete_before)
-    else:
-        expired = [t.path for t in dead if t.deletion_timestamp < delete_before]
-        plan, outside = _full_plan(opened, protected, delete_before, expired), None
+    plan, outside = _planned(opened, mode, delete_before, also_live=isinstance(table, Table))
 
     def metrics(p: VacuumPlan, **done: Any) -> VacuumMetrics:
         return VacuumMetrics(
