@@ -171,4 +171,4 @@ def vacuum_state(snapshot: Snapshot, *, now_ms: int) -> VacuumState:
             files[rel] = t.size
         if t.dv_path is not None and t.dv_path not in protected:
             dvs[t.dv_path] = t.dv_size
-    return VacuumState(retention, len(files), sum(files.values()), len(dvs), sum(dvs.values()), last_vacuum(snapshot))
+    return VacuumState(retention, len(files), sum(files.values()), len(dvs), sum(dvs.values()), last)
