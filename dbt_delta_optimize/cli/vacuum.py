@@ -52,6 +52,7 @@ def vacuum_cmd(table: str, retain: str | None, mode: str, dry_run: bool, as_json
         allow_short_retention=settings.get("allow_short_retention"),
         vacuum_logging=settings.get("vacuum_logging"),
         clean_logs=settings.get("clean_logs"),
+        task_runner=settings.get("task_runner"),
         storage_options=storage_options(),
         progress=None if as_json else _progress,
     )

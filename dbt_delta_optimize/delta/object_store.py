@@ -480,8 +480,6 @@ class ObjectStorage:
         """One listing of the top level, then one streamed listing per top-level prefix, in parallel; without
         ``by_prefix`` (a table without partition folders) one streamed listing of everything, whose
         hidden top-level names are dropped here (a delimiter listing costs a full scan on some servers)."""
-        import obstore
-
         key = self.key(path).rstrip("/")
         prefix = (key + "/") if key else ""
         if not by_prefix:
@@ -489,18 +487,28 @@ class ObjectStorage:
                 if not skip(entry.path.split("/", 1)[0]):
                     yield entry
             return
-        top = self._call(path, obstore.list_with_delimiter, prefix or None)
-        strip = len(prefix)
-        for o in top["objects"]:
-            name = o["path"][strip:]
-            if not skip(name):
-                yield Listed(name, int(o["size"]), int(o["last_modified"].timestamp() * 1000))
-        folders = [p.rstrip("/")[strip:] for p in top["common_prefixes"]]
-        folders = [f for f in folders if not skip(f)]
+        files, folders = self.list_top(path, skip)
+        yield from files
         yield from merged(
-            [partial(self._list_prefix, path, prefix + f + "/", strip) for f in folders],
+            [partial(self._list_prefix, path, prefix + f + "/", len(prefix)) for f in folders],
             threads=8,
         )
+
+    def list_top(self, path: str, skip: Callable[[str], bool]) -> tuple[list[Listed], list[str]]:
+        """One delimiter listing: the objects directly under ``path``, and its common prefixes (folders)."""
+        import obstore
+
+        key = self.key(path).rstrip("/")
+        prefix = (key + "/") if key else ""
+        top = self._call(path, obstore.list_with_delimiter, prefix or None)
+        strip = len(prefix)
+        files = [
+            Listed(name, int(o["size"]), int(o["last_modified"].timestamp() * 1000))
+            for o in top["objects"]
+            if not skip(name := o["path"][strip:])
+        ]
+        folders = [f for p in top["common_prefixes"] if not skip(f := p.rstrip("/")[strip:])]
+        return files, folders
 
     def delete_many(self, paths: Sequence[str]) -> int:
         """obstore's bulk delete (S3 DeleteObjects of up to 1,000 keys; one request per key elsewhere),

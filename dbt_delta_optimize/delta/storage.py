@@ -95,6 +95,11 @@ class Storage(TypingProtocol):
         (``by_prefix``: when the caller expects folders there, such as partitions)."""
         ...
 
+    def list_top(self, path: str, skip: Callable[[str], bool]) -> tuple[list[Listed], list[str]]:
+        """One level of ``walk``: what it yields directly under ``path`` (files; folders too where the store
+        has them), and the names of the folders it would enter (a listing split by top-level prefix)."""
+        ...
+
     def delete_many(self, paths: Sequence[str]) -> int:
         """Delete files (batched: S3 DeleteObjects, parallel elsewhere); missing ones are skipped.
         Returns how many were deleted (on object stores, how many were asked: a store does not say)."""
@@ -231,19 +236,17 @@ class LocalStorage:
             return False
 
     def walk(self, path: str, skip: Callable[[str], bool], *, by_prefix: bool = True) -> Iterator[Listed]:
-        base = local_path(path)
+        top, dirs = self.list_top(path, skip)
+        yield from top
+        yield from merged([partial(_scan_local, local_path(path), d, skip) for d in dirs], threads=4)
+
+    def list_top(self, path: str, skip: Callable[[str], bool]) -> tuple[list[Listed], list[str]]:
         try:
-            top = list(os.scandir(base))
+            entries = list(os.scandir(local_path(path)))
         except (FileNotFoundError, NotADirectoryError):
-            return
-        dirs: list[str] = []
-        for e in top:
-            found = None if skip(e.name) else _listed(e, e.name)
-            if found is not None:
-                if found.is_dir:
-                    dirs.append(e.name)
-                yield found
-        yield from merged([partial(_scan_local, base, d, skip) for d in dirs], threads=4)
+            return [], []
+        found = [f for e in entries if not skip(e.name) and (f := _listed(e, e.name)) is not None]
+        return found, [f.path for f in found if f.is_dir]
 
     def delete_many(self, paths: Sequence[str]) -> int:
         # Two threads for a large batch: on a quiet 2-core machine 10,000 unlinks in one folder took 0.12-0.13 s

@@ -216,10 +216,7 @@ def _compute(
 
 def _cluster_engine(session: Session, task_runner: str) -> SparkEngine | None:
     """The engine when the stats tasks run as a Spark job (a running cluster session, or ``spark``); else None."""
-    if task_runner == "driver" or (task_runner == "auto" and session.running() is None):
-        return None
-    engine = session.engine()
-    return None if engine.runs_tasks_in_driver(task_runner) else engine
+    return session.task_engine(task_runner)
 
 
 def _still_live(latest: Snapshot, adds: Sequence[AddFile]) -> list[AddFile]:

@@ -147,6 +147,14 @@ class Session:
             self._spark = get_spark(None)
         return self._spark
 
+    def task_engine(self, task_runner: str) -> SparkEngine | None:
+        """The engine when tasks run as Spark jobs (a running cluster session, or ``spark``); None when they run
+        in the driver's threads (``driver``, a local master, or ``auto`` without a running session)."""
+        if task_runner == "driver" or (task_runner == "auto" and self.running() is None):
+            return None
+        engine = self.engine()
+        return None if engine.runs_tasks_in_driver(task_runner) else engine
+
     def engine(self) -> SparkEngine:
         """The engine of the call. A new embedded session is deferred: bins in the driver's threads need no
         JVM, so it starts only if a bin needs Spark, with the settings it was planned with."""

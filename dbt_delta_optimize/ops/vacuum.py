@@ -39,7 +39,7 @@ from ..delta.vacuum_log import (
 )
 from ..errors import CorruptLogError, InvalidArgumentError, InvalidConfigError
 from ..inspect.log_cleanup import LogCleanupResult, after_checkpoint, clean_expired_logs
-from ..options import VACUUM_OPTIONS, resolve_values
+from ..options import VACUUM_OPTIONS, TaskRunner, resolve_values
 from ..plan.log_cleanup import cleanup_enabled
 from ..plan.vacuum import (
     Candidate,
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ..delta.snapshot import Snapshot
+    from ..engine.vacuum_job import ClusterVacuum, SparkListing
 
 __all__ = ["VacuumMetrics", "vacuum"]
 
@@ -100,6 +101,9 @@ class VacuumMetrics:
     duration_s: float = 0.0
     files: tuple[Candidate, ...] = field(default=(), repr=False)
     log_cleanup: LogCleanupResult | None = None  #: with ``clean_logs``: the expired log files (deleted or listed)
+    #: who listed the table (full mode): ``driver``, ``spark`` (a Spark job on a cluster) or ``mixed``
+    listed_by: str | None = None
+    deleted_by: str | None = None  #: who deleted the files (not a dry run), as ``listed_by``
 
     def summary(self) -> dict[str, Any]:
         """What a dry run records (as an OptimizePlan's summary does): the metrics and the files."""
@@ -125,6 +129,8 @@ class VacuumMetrics:
             "endCommit": self.end_commit,
             "keptByConcurrentCommits": self.kept_by_concurrent_commits,
             "durationS": round(self.duration_s, 3),
+            "listedBy": self.listed_by,
+            "deletedBy": self.deleted_by,
         }
         if self.log_cleanup is not None:
             out["logFilesDeleted"] = self.log_cleanup.files_deleted
@@ -211,17 +217,22 @@ def _walk(table: Table) -> Iterator[Listed]:
     )
 
 
-def _planned(opened: Table, mode: VacuumMode, delete_before: int, *, also_live: bool) -> tuple[VacuumPlan, int | None]:
-    """The plan (and lite's newest commit outside the retention). In full mode the table is listed in a thread
-    while the log is replayed; the listing is bounded by its queue, and joined however this ends."""
-    listing = Prefetched(partial(_walk, opened)) if mode == "full" else None
+def _planned(
+    opened: Table, mode: VacuumMode, delete_before: int, *, also_live: bool, cluster: ClusterVacuum | None = None
+) -> tuple[VacuumPlan, int | None, str | None]:
+    """The plan, lite's newest commit outside the retention, and who listed. In full mode the table is listed
+    in a thread (on a cluster: by a Spark job) while the log is replayed; the listing is bounded by its queue,
+    and joined however this ends."""
+    listing: Prefetched[Listed] | SparkListing | None = None
+    if mode == "full":
+        listing = cluster.listing() if cluster is not None else Prefetched(partial(_walk, opened))
     try:
         live, dead = _read_state(opened)
         if also_live:  # deltalake's replay is there already: keep what either one calls live
             live.extend(live_files(opened.snapshot.file_table.adds))
         protected = protected_paths(opened.location, live, dead, delete_before)
         if listing is None:
-            return _lite_plan(opened, protected, delete_before)
+            return (*_lite_plan(opened, protected, delete_before), None)
         expired = [t.path for t in dead if t.deletion_timestamp < delete_before]
         plan = plan_vacuum(
             opened.location,
@@ -231,7 +242,7 @@ def _planned(opened: Table, mode: VacuumMode, delete_before: int, *, also_live: 
             partition_columns=opened.snapshot.partition_columns,
             tombstone_paths=expired,
         )
-        return plan, None
+        return plan, None, listing.listed_by if not isinstance(listing, Prefetched) else "driver"
     finally:
         if listing is not None:
             listing.close()
@@ -305,6 +316,17 @@ def _read_state(table: Table) -> tuple[list[LogFile], list[LogFile]]:
         raise CorruptLogError(f"The log of '{root}' cannot be read for VACUUM ({exc}). Nothing was deleted.") from exc
 
 
+def _cluster(session: Session, task_runner: str, opened: Table) -> ClusterVacuum | None:
+    """On a cluster master (or ``task_runner`` spark) the listing and the deletes run as Spark jobs."""
+    engine = session.task_engine(task_runner)
+    if engine is None:
+        return None
+    from ..engine.vacuum_job import ClusterVacuum
+
+    snapshot = opened.snapshot
+    return ClusterVacuum(engine, opened.storage, opened.location, snapshot.partition_columns, opened.name)
+
+
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
     return (
         Transaction(snapshot, after_checkpoint=after_checkpoint(snapshot))
@@ -339,11 +361,14 @@ def vacuum(
     clean_logs: bool | None = None,
     storage_options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    task_runner: TaskRunner | None = None,
 ) -> VacuumMetrics:
     """Delete the files no version inside the retention needs; see the module's docstring for the rules.
 
     ``retain`` defaults to the table's ``delta.deletedFileRetentionDuration`` (7 days); a number is hours.
-    Spark is used only to resolve a catalog name and read the session's conf; a path needs no JVM.
+    Spark is used only to resolve a catalog name and read the session's conf; a path needs no JVM. On a cluster
+    master (``task_runner`` auto; ``spark`` forces it, ``driver`` never) the listing and the deletes run as
+    Spark jobs split by top-level prefix (``engine.vacuum_job``); the plan is made here either way.
     """
     started = time.monotonic()
     if mode not in ("full", "lite"):
@@ -354,6 +379,7 @@ def vacuum(
         "allow_short_retention": allow_short_retention,
         "vacuum_logging": vacuum_logging,
         "clean_logs": clean_logs,
+        "task_runner": task_runner,
     }
     no_spark = spark is None and "pyspark" not in sys.modules  # no session to read (and no Spark import)
     settings = resolve_values(VACUUM_OPTIONS, None if no_spark else session.conf(), overrides, what="vacuum")
@@ -369,7 +395,10 @@ def vacuum(
     retention = table_ms if retain_ms is None else retain_ms
     delete_before = int(time.time() * 1000) - retention
 
-    plan, outside = _planned(opened, mode, delete_before, also_live=isinstance(table, Table))
+    cluster = None if no_spark else _cluster(session, settings["task_runner"], opened)
+    plan, outside, listed_by = _planned(
+        opened, mode, delete_before, also_live=isinstance(table, Table), cluster=cluster
+    )
 
     def metrics(p: VacuumPlan, **done: Any) -> VacuumMetrics:
         return VacuumMetrics(
@@ -377,7 +406,7 @@ def vacuum(
             done.get("files", len(p.files)), p.bytes, done.get("folders", len(p.folders)), p.files_listed,
             snapshot.version, p.eligible_start_version, p.eligible_end_version, done.get("start"),
             done.get("end"), done.get("kept", 0), time.monotonic() - started, p.files,
-            _clean_logs(opened, settings["clean_logs"], dry_run=dry_run),
+            _clean_logs(opened, settings["clean_logs"], dry_run=dry_run), listed_by, done.get("by"),
         )  # fmt: skip
 
     if dry_run:
@@ -397,7 +426,10 @@ def vacuum(
         )
     plan, kept = _guard(opened, plan)
     try:
-        files, folders = _delete(opened.storage, opened.location, plan, progress)
+        if cluster is not None and plan.files:
+            files, folders = cluster.delete(plan, progress, batch=BATCH)
+        else:
+            files, folders = _delete(opened.storage, opened.location, plan, progress)
     except BaseException:
         if logged:
             _commit(snapshot, "VACUUM END", {"status": "FAILED"}, {})
@@ -415,4 +447,5 @@ def vacuum(
     if outside is not None:
         write_last_vacuum(opened.storage, opened.location, outside)
     log.info("vacuumed %s: %d files (%d bytes), %d folders", opened.name, files, plan.bytes, folders)
-    return metrics(plan, files=files, folders=folders, start=start, end=end, kept=kept)
+    by = cluster.deleted_by if cluster is not None and plan.files else "driver"
+    return metrics(plan, files=files, folders=folders, start=start, end=end, kept=kept, by=by)

@@ -334,6 +334,17 @@ VACUUM_OPTIONS: tuple[Option, ...] = (
         "checkpoint), as delta-spark does after each checkpoint; a dry run lists them.",
         meta=False,
     ),
+    Option(
+        "task_runner",
+        "choice",
+        OURS + "vacuum.taskRunner",
+        "auto",
+        "Where VACUUM lists the table and deletes: auto (the driver's threads on a local master or without a "
+        "session, else a Spark job split by top-level prefix for the listing and one for the deletes), driver, "
+        "or spark.",
+        choices=get_args(TaskRunner),
+        meta=False,
+    ),
 )
 
 

@@ -23,10 +23,14 @@ __all__ = [
     "DEFAULT_ROW_GROUP_BYTES",
     "BinTask",
     "CopyReport",
+    "DeleteTask",
+    "DeletedFiles",
     "Failed",
     "FailureKind",
     "Fallback",
     "InputFile",
+    "ListTask",
+    "ListedPrefix",
     "NotStarted",
     "Outcome",
     "Rewritten",
@@ -198,10 +202,55 @@ class StatsComputed:
     worker: WorkerInfo
 
 
-Outcome = Rewritten | Fallback | Failed | NotStarted | StatsComputed
-Task = BinTask | StatsTask
+@dataclass(frozen=True)
+class ListTask:
+    """VACUUM on a cluster: list one top-level folder of the table (``prefix``, relative), or with ``prefix``
+    empty the whole table (one without partition folders), through the table's storage."""
 
-_OUTCOMES: dict[str, type[Outcome]] = {c.__name__: c for c in (Rewritten, Fallback, Failed, NotStarted, StatsComputed)}
+    bin_id: int
+    store: StoreRef
+    prefix: str
+    partition_columns: tuple[str, ...]  #: which ``_x=`` folders are partitions, not hidden names
+
+
+@dataclass(frozen=True)
+class ListedPrefix:
+    """A prefix's files as ``(path, size, mtime_ms)`` and its folders, paths relative to the table root."""
+
+    bin_id: int
+    files: tuple[tuple[str, int, int], ...]
+    folders: tuple[str, ...]
+    worker: WorkerInfo
+
+
+@dataclass(frozen=True)
+class DeleteTask:
+    """VACUUM on a cluster: delete a batch of files of one top-level prefix (paths relative to the root),
+    with their Hadoop checksum sidecars."""
+
+    bin_id: int
+    store: StoreRef
+    paths: tuple[str, ...]
+    sizes: tuple[int, ...]
+    sidecars: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeletedFiles:
+    """How many of a batch's files were deleted (a store's bulk delete counts what it was asked) and their bytes."""
+
+    bin_id: int
+    files: int
+    bytes: int
+    worker: WorkerInfo
+
+
+Outcome = Rewritten | Fallback | Failed | NotStarted | StatsComputed | ListedPrefix | DeletedFiles
+Task = BinTask | StatsTask | ListTask | DeleteTask
+
+_OUTCOMES: dict[str, type[Outcome]] = {
+    c.__name__: c for c in (Rewritten, Fallback, Failed, NotStarted, StatsComputed, ListedPrefix, DeletedFiles)
+}
 
 
 def _plain(value: Any) -> Any:
@@ -227,6 +276,12 @@ def decode_task(text: str) -> Task:
     kind = d.pop("type", None)
     if kind == "StatsTask":
         return StatsTask(**{**d, "store": StoreRef(**d["store"]), "stats": _stats_spec(d["stats"])})
+    if kind == "ListTask":
+        return ListTask(**{**d, "store": StoreRef(**d["store"]), "partition_columns": tuple(d["partition_columns"])})
+    if kind == "DeleteTask":
+        return DeleteTask(
+            d["bin_id"], StoreRef(**d["store"]), tuple(d["paths"]), tuple(d["sizes"]), tuple(d["sidecars"])
+        )
     if kind != "BinTask":
         raise ValueError(f"not a task message: {text[:80]}")
     rt = d.get("row_tracking")
@@ -247,8 +302,10 @@ def decode_outcome(text: str) -> Outcome:
     kind = _OUTCOMES.get(d.pop("type", ""))
     if kind is None:
         raise ValueError(f"not an outcome message: {text[:80]}")
-    if kind is StatsComputed:
+    if kind in (StatsComputed, DeletedFiles):
         d["worker"] = WorkerInfo(**d["worker"])
+    if kind is ListedPrefix:
+        return ListedPrefix(d["bin_id"], tuple(map(tuple, d["files"])), tuple(d["folders"]), WorkerInfo(**d["worker"]))
     if kind is Rewritten:
         d["worker"] = WorkerInfo(**d["worker"])
         copy = d.get("copy")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .bin_task import run_bin
-from .messages import Outcome, StatsTask, StoreRef, Task, decode_task, encode
+from .messages import DeleteTask, ListTask, Outcome, StatsTask, StoreRef, Task, decode_task, encode
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
@@ -37,12 +37,16 @@ def task_storage(store: StoreRef) -> tuple[Storage, bool]:
 
 
 def run_task(task: Task, stop: Callable[[], bool] | None = None) -> Outcome:
-    """One task (a bin to rewrite, or a file's stats for analyze), with this process's storage for its table."""
+    """One task (a bin to rewrite, a file's stats for analyze, or a VACUUM listing or delete batch), with this process's storage for its table."""
     storage, local = task_storage(task.store)
     if isinstance(task, StatsTask):
         from .stats_task import run_stats
 
         return run_stats(task, storage)
+    if isinstance(task, (ListTask, DeleteTask)):
+        from .vacuum_task import run_delete, run_list
+
+        return run_list(task, storage) if isinstance(task, ListTask) else run_delete(task, storage)
     return run_bin(task, storage, local=local, stop=stop)
 
 
