@@ -186,3 +186,79 @@ def test_a_catalog_table_and_a_file_uri_vacuum_as_its_path_does(spark, table, tm
         assert _rows(spark, b) == _rows(spark, a)
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+# ----------------------------------------------------------------------------- the cluster path (engine/vacuum_job)
+def _twin(src: str, dst: Path) -> str:
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def test_forced_spark_runner_lists_and_deletes_as_spark_jobs(spark, table, tmp_path, monkeypatch):
+    """``task_runner="spark"`` on the local master: real Spark jobs (seen by the status tracker), the same plan
+    and the same files left as the driver's threads."""
+    from dbt_delta_optimize.engine.spark_engine import SparkEngine
+
+    groups: list[str] = []
+    original = SparkEngine.job_group
+
+    def spy(self, group, description):  # type: ignore[no-untyped-def]
+        groups.append(group)
+        return original(self, group, description)
+
+    monkeypatch.setattr(SparkEngine, "job_group", spy)
+    a, b = _twin(table, tmp_path / "driver"), _twin(table, tmp_path / "spark")
+    ours = vacuum(spark, a, retain="0h", allow_short_retention=True, task_runner="driver")
+    assert (ours.listed_by, ours.deleted_by) == ("driver", "driver") and not groups
+    dry = vacuum(spark, b, retain="0h", allow_short_retention=True, dry_run=True, task_runner="spark")
+    assert dry.listed_by == "spark" and dry.files == ours.files and dry.files_listed == ours.files_listed
+    done = vacuum(spark, b, retain="0h", allow_short_retention=True, task_runner="spark")
+    assert (done.listed_by, done.deleted_by) == ("spark", "spark")
+    assert (done.files_deleted, done.bytes_deleted, done.folders_deleted) == (
+        ours.files_deleted,
+        ours.bytes_deleted,
+        ours.folders_deleted,
+    )
+    assert done.files_deleted > 0 and _files(b) == _files(a)
+    tracker = spark.sparkContext.statusTracker()
+    assert [g.split("-")[2] for g in groups] == ["list", "list", "delete"]
+    for g in groups:
+        jobs = tracker.getJobIdsForGroup(g)
+        assert jobs and all(tracker.getJobInfo(j).status == "SUCCEEDED" for j in jobs), g
+
+
+@pytest.mark.slow
+def test_standalone_cluster_vacuum_leaves_what_the_driver_and_delta_spark_leave(
+    standalone_cluster,
+    spark,
+    table,
+    tmp_path,
+):
+    """spark-submit's VACUUM lists and deletes on the executors (which lack the package: it is shipped)."""
+    import json
+
+    from tests.servers import EXECUTOR_PYTHON
+    from tests.test_cluster import job_json, submit
+
+    a, b, c = (_twin(table, tmp_path / n) for n in ("delta_spark", "cluster", "driver"))
+    before = _files(b)
+    _spark_vacuum(spark, a, "RETAIN 0 HOURS")
+    local = vacuum(None, c, retain="0h", allow_short_retention=True)  # the local session: the driver's threads
+    proc = submit(standalone_cluster, "-v", "vacuum", b, "--retain", "0h", "--allow-short-retention", "--json")
+    metrics = job_json(proc.stdout)
+
+    assert (metrics["listedBy"], metrics["deletedBy"]) == ("spark", "spark"), metrics
+    assert (local.listed_by, local.deleted_by) == ("driver", "driver")
+    assert _files(b) == _files(a) == _files(c) and _files(b) != before
+    assert metrics["filesDeleted"] == local.files_deleted > 0 and metrics["bytesDeleted"] == local.bytes_deleted
+    assert metrics["filesListed"] == local.files_listed and metrics["foldersDeleted"] == local.folders_deleted
+    out = " ".join(proc.stdout.split())  # rich wraps the CLI's log lines
+    # one task per top-level prefix (the two partitions and _change_data), each on the executors' Python
+    listed = [x for x in out.split("vacuum: ")[1:] if " listed by " in x]
+    assert sorted(x.split(" listed by ")[0] for x in listed) == ["_change_data", "_p=a", "_p=b"], out[-3000:]
+    assert all(x.split(" listed by ")[1].startswith(EXECUTOR_PYTHON) for x in listed), out[-3000:]
+    assert "got no listing from the Spark job" not in out and "got no outcome" not in out
+    assert ".zip/dbt_delta_optimize/__init__.py" in out  # the package this run shipped
+    ops = [r.operation for r in spark.sql(f"DESCRIBE HISTORY delta.`{b}` LIMIT 2").collect()]
+    assert ops == ["VACUUM END", "VACUUM START"]
+    assert json.loads(json.dumps(metrics))["readVersion"] == local.read_version
