@@ -212,6 +212,12 @@ def test_spark_connect_python_api_and_dbt_server_method(connect_server, tmp_path
     # VACUUM (retain 0) through Connect deletes what both compactions of zt removed, and leaves the live files.
     removed = out["zorder"]["numFilesRemoved"] + thrift["metrics"]["numFilesRemoved"]
     assert out["vacuum_dry"]["filesDeleted"] == out["vacuum"]["filesDeleted"] == removed, out["vacuum_dry"]
+    # on Connect the listing and the deletes are Spark jobs (engine/vacuum_job), run by the server's Python workers
+    assert (out["vacuum_dry"]["listedBy"], out["vacuum"]["listedBy"], out["vacuum"]["deletedBy"]) == ("spark",) * 3
+    listed = [line for line in proc.stderr.splitlines() if " listed by " in line]
+    assert len(listed) == 8 and all(EXECUTOR_PYTHON in line for line in listed), proc.stderr[
+        -3000:
+    ]  # 4 partitions, twice
     on_disk = [n for d, _, names in os.walk(zpath) if "_delta_log" not in d for n in names if not n.startswith(".")]
     assert len(on_disk) == live_files(zpath) and rows(zpath) == zbefore
 

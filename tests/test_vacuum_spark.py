@@ -242,9 +242,15 @@ def test_standalone_cluster_vacuum_leaves_what_the_driver_and_delta_spark_leave(
 
     a, b, c = (_twin(table, tmp_path / n) for n in ("delta_spark", "cluster", "driver"))
     before = _files(b)
-    _spark_vacuum(spark, a, "RETAIN 0 HOURS")
-    local = vacuum(None, c, retain="0h", allow_short_retention=True)  # the local session: the driver's threads
-    proc = submit(standalone_cluster, "-v", "vacuum", b, "--retain", "0h", "--allow-short-retention", "--json")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:  # spark-submit waits on its JVM meanwhile: the two overlap
+        submitted = pool.submit(
+            submit, standalone_cluster, "-v", "vacuum", b, "--retain", "0h", "--allow-short-retention", "--json"
+        )
+        _spark_vacuum(spark, a, "RETAIN 0 HOURS")
+        local = vacuum(None, c, retain="0h", allow_short_retention=True)  # the local session: the driver's threads
+        proc = submitted.result()
     metrics = job_json(proc.stdout)
 
     assert (metrics["listedBy"], metrics["deletedBy"]) == ("spark", "spark"), metrics

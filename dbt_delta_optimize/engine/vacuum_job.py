@@ -128,7 +128,7 @@ class SparkListing:
             if isinstance(event, ListedPrefix):
                 got.add(event.bin_id)
                 self.spark_tasks += 1
-                log.info("vacuum: %s listed by %s on %s, package from %s", self.tasks[event.bin_id].prefix or "/",
+                log.info("vacuum: %s listed by %s on %s (package: %s)", self.tasks[event.bin_id].prefix or "/",
                          event.worker.python, event.worker.host, event.worker.package)  # fmt: skip
                 for path, size, mtime in event.files:
                     yield Listed(path, size, mtime)
