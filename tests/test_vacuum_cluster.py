@@ -81,3 +81,49 @@ def test_deletes_are_batched_by_prefix_with_their_sidecars(tmp_path):
     assert not (tmp_path / "p=a/x.parquet").exists() and not (tmp_path / "p=a/.x.parquet.crc").exists()
     assert (tmp_path / "p=b/z.parquet").exists()
     assert isinstance(decode_task(encode(DeleteTask(9, store, (), ()))), DeleteTask)
+
+
+def test_forced_spark_runner_on_s3_opens_the_store_in_the_tasks(spark, s3_server, monkeypatch):
+    """On an object store (moto S3) the tasks open the table's store from the options they are sent (the
+    driver's credentials from its environment, which the Python workers started before them lack)."""
+    from deltalake import DeltaTable
+
+    from dbt_delta_optimize.ops.vacuum import vacuum
+    from tests.test_vacuum import _table
+
+    url = f"s3://{s3_server.new_bucket()}/t"
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    _table(url)
+    kw = {"retain": "0h", "allow_short_retention": True}
+    driver = vacuum(spark, url, dry_run=True, task_runner="driver", **kw)
+    dry = vacuum(spark, url, dry_run=True, task_runner="spark", **kw)
+    assert (driver.listed_by, dry.listed_by) == ("driver", "spark")
+    assert dry.files == driver.files and len(dry.files) == 3 and dry.files_listed == driver.files_listed
+    done = vacuum(spark, url, task_runner="spark", **kw)
+    assert (done.files_deleted, done.listed_by, done.deleted_by) == (3, "spark", "spark")
+    assert vacuum(spark, url, dry_run=True, task_runner="driver", **kw).files == ()
+    assert DeltaTable(url).to_pyarrow_table().column("id").to_pylist() == [9]
+
+
+def test_prefixes_and_batches_the_executors_cannot_take_are_done_in_the_driver(spark, tmp_path, monkeypatch, caplog):
+    """Executors whose Python lacks a required module answer every task with a ``Fallback``: the prefixes are
+    listed and the batches deleted in the driver (said in a warning and in the metrics), with the same result."""
+    import shutil
+
+    from dbt_delta_optimize.ops.vacuum import vacuum
+    from dbt_delta_optimize.tasks import bootstrap
+    from tests.test_vacuum import _files, _table
+
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    _table(a)
+    shutil.copytree(a, b)
+    kw = {"retain": "0h", "allow_short_retention": True}
+    ours = vacuum(spark, a, task_runner="driver", **kw)
+    monkeypatch.setattr(bootstrap, "REQUIRED_MODULES", ("pyarrow", "ddo_no_such_module"))  # shipped by value
+    with caplog.at_level("WARNING", logger="dbt_delta_optimize"):
+        done = vacuum(spark, b, task_runner="spark", **kw)
+    assert (done.listed_by, done.deleted_by) == ("driver", "driver")
+    assert done.files_deleted == ours.files_deleted == 3 and _files(a) == _files(b)
+    text = caplog.text
+    assert "got no listing from the Spark job" in text and "got no outcome from the Spark job" in text, text
