@@ -49,7 +49,7 @@ def test_prefix_tasks_list_what_the_driver_walk_lists(tmp_path):
     assert sorted(folders) == ["_change_data", "p=a", "p=b"]  # hidden names not entered, _change_data is
     parts = set(top)
     for i, prefix in enumerate(folders):
-        task = decode_task(encode(ListTask(i, StoreRef(root), prefix, cols)))
+        task = decode_task(encode(ListTask(i, StoreRef(root), (prefix,), cols)))
         out = decode_outcome(encode(run_list(task, storage)))  # type: ignore[arg-type]
         assert isinstance(out, ListedPrefix) and out.bin_id == i
         parts |= {e for e in list_prefix(storage, root, prefix, cols)}
@@ -127,3 +127,30 @@ def test_prefixes_and_batches_the_executors_cannot_take_are_done_in_the_driver(s
     assert done.files_deleted == ours.files_deleted == 3 and _files(a) == _files(b)
     text = caplog.text
     assert "got no listing from the Spark job" in text and "got no outcome from the Spark job" in text, text
+
+
+def test_many_prefixes_share_tasks_and_each_is_listed_once(spark, tmp_path, monkeypatch, caplog):
+    """Above ``FEW_PREFIXES`` top-level prefixes a task lists several (at most 4 tasks per core): every prefix is
+    listed exactly once, and the plan is the driver's."""
+    from dbt_delta_optimize.engine import vacuum_job
+    from dbt_delta_optimize.ops.vacuum import vacuum
+    from tests.test_vacuum import _table
+
+    path = str(tmp_path / "t")
+    _table(path)
+    for i in range(30):  # debris of failed jobs in partitions the log never named
+        f = tmp_path / "t" / f"p=x{i:02d}" / "orphan.parquet"
+        f.parent.mkdir()
+        f.write_bytes(b"x" * i)
+        os.utime(f, (OLD, OLD))
+    monkeypatch.setattr(vacuum_job, "FEW_PREFIXES", 4)
+    kw = {"retain": "0h", "allow_short_retention": True, "dry_run": True}
+    driver = vacuum(spark, path, task_runner="driver", **kw)
+    with caplog.at_level("INFO", logger="dbt_delta_optimize.engine.vacuum_job"):
+        done = vacuum(spark, path, task_runner="spark", **kw)
+    assert done.listed_by == "spark" and done.files == driver.files and len(done.files) == 33
+    messages = [r.getMessage() for r in caplog.records]
+    listed = [m.split(" listed by ")[0].removeprefix("vacuum: ") for m in messages if " listed by " in m]
+    prefixes = [p for line in listed for p in line.split(", ")]
+    assert len(listed) == 4 * spark.sparkContext.defaultParallelism == 8, listed  # 32 prefixes, 8 tasks
+    assert sorted(prefixes) == sorted(["p=a", "p=b", *(f"p=x{i:02d}" for i in range(30))])

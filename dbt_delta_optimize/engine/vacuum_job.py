@@ -38,6 +38,10 @@ __all__ = ["ClusterVacuum", "SparkListing", "delete_tasks"]
 
 log = logging.getLogger(__name__)
 
+#: Up to this many top-level prefixes, one listing task each; above, at most 4 per core of the cluster (each
+#: task lists several), so a table of 10,000 partitions is not 10,000 tasks.
+FEW_PREFIXES = 64
+
 
 def _store_ref(storage: Storage, root: str) -> StoreRef:
     """The table root and the options a Spark task needs to open it (as compaction's tasks get them)."""
@@ -99,14 +103,18 @@ class SparkListing:
             self.top, prefixes = cluster.storage.list_top(cluster.root, listing_skip(columns))
         else:  # no partition folders: one task lists the whole table, as the driver's walk does
             self.top, prefixes = [], [""]
-        self.tasks = [ListTask(i, cluster.store, p, columns) for i, p in enumerate(prefixes)]
+        n = len(prefixes)
+        if n > FEW_PREFIXES:
+            n = max(FEW_PREFIXES, min(n, 4 * cluster.engine.default_parallelism))
+        store = cluster.store
+        self.tasks = [ListTask(i, store, tuple(prefixes[i::n]), columns) for i in range(n)]
         self.events: queue.Queue[Any] = queue.Queue()
         self.job = (
             start_task_job(
                 cluster.engine,
                 self.tasks,
                 f"ddo-vacuum-list-{id(self):x}",
-                f"vacuum: list {len(self.tasks)} prefix(es) of {cluster.table}",
+                f"vacuum: list {len(prefixes)} prefix(es) of {cluster.table}",
                 self.events,
                 task_runner="spark",
             )
@@ -128,7 +136,7 @@ class SparkListing:
             if isinstance(event, ListedPrefix):
                 got.add(event.bin_id)
                 self.spark_tasks += 1
-                log.info("vacuum: %s listed by %s on %s (package: %s)", self.tasks[event.bin_id].prefix or "/",
+                log.info("vacuum: %s listed by %s on %s (package: %s)", ", ".join(self.tasks[event.bin_id].prefixes) or "/",
                          event.worker.python, event.worker.host, event.worker.package)  # fmt: skip
                 for path, size, mtime in event.files:
                     yield Listed(path, size, mtime)
@@ -147,7 +155,8 @@ class SparkListing:
         c = self.cluster
         for task in rest:
             self.driver_tasks += 1
-            yield from list_prefix(c.storage, c.root, task.prefix, c.partition_columns)
+            for prefix in task.prefixes:
+                yield from list_prefix(c.storage, c.root, prefix, c.partition_columns)
 
     def close(self) -> None:
         if self._outcomes is not None:
@@ -196,36 +205,56 @@ class ClusterVacuum:
         """Delete the plan's files as one Spark job (batches by prefix), then its empty folders here: the
         files deleted and the folders removed. A failed batch is raised once the job has ended."""
         tasks = delete_tasks(self.store, plan, batch)
-        deleted = done = spark = 0
-        total = len(plan.files)
-        failed: list[Failed] = []
+        count = _Count(len(plan.files), progress)
         got: set[int] = set()
+        failed: list[Failed] = []
         if tasks:
             events: queue.Queue[Any] = queue.Queue()
             job = start_task_job(self.engine, tasks, f"ddo-vacuum-delete-{id(plan):x}",
-                                 f"vacuum: delete {total} file(s) of {self.table}", events, task_runner="spark")  # fmt: skip
-            for event in _Outcomes(job, events):
-                if isinstance(event, (DeletedFiles, Failed)):
-                    got.add(event.bin_id)
-                if isinstance(event, DeletedFiles):
-                    deleted, done, spark = deleted + event.files, done + len(tasks[event.bin_id].paths), spark + 1
-                    if progress is not None:
-                        progress(done, total)
-                elif isinstance(event, Failed):
-                    failed.append(event)
+                                 f"vacuum: delete {count.total} file(s) of {self.table}", events, task_runner="spark")  # fmt: skip
+            outcomes = _Outcomes(job, events)
+            try:
+                for event in outcomes:
+                    if isinstance(event, (DeletedFiles, Failed)):
+                        got.add(event.bin_id)
+                    if isinstance(event, DeletedFiles):
+                        count.add(event.files, len(tasks[event.bin_id].paths), event.bytes, spark=True)
+                    elif isinstance(event, Failed):
+                        failed.append(event)
+            finally:
+                outcomes.close()
         rest = [t for t in tasks if t.bin_id not in got]
         if rest:
             log.warning("vacuum: %d delete batch(es) of %s got no outcome from the Spark job; deleting them in the "
                         "driver", len(rest), self.table)  # fmt: skip
         for task in rest:
-            deleted += delete_batch(self.storage, self.root, task.paths, task.sidecars)
-            done += len(task.paths)
-            if progress is not None:
-                progress(done, total)
-        self.deleted_by = _by(spark, len(rest))
+            count.add(
+                delete_batch(self.storage, self.root, task.paths, task.sidecars), len(task.paths), sum(task.sizes)
+            )
+        self.deleted_by = _by(count.spark_tasks, len(rest))
+        log.info("vacuum: %d file(s), %d bytes of %s deleted by %d Spark task(s) and %d in the driver", count.deleted,
+                 count.bytes, self.table, count.spark_tasks, len(rest))  # fmt: skip
         if failed:
             raise _failure(self.table, "delete", failed)
         from ..delta.storage import join
 
         folders = sum(1 for d in plan.folders if self.storage.remove_empty_dir(join(self.root, d)))
-        return deleted, folders
+        return count.deleted, folders
+
+
+@dataclass
+class _Count:
+    """The deletes so far (files the store deleted, files asked, bytes), reported to ``progress`` per batch."""
+
+    total: int
+    progress: Callable[[int, int], None] | None
+    deleted: int = 0
+    done: int = 0
+    bytes: int = 0
+    spark_tasks: int = 0
+
+    def add(self, deleted: int, asked: int, size: int, *, spark: bool = False) -> None:
+        self.deleted, self.done, self.bytes = self.deleted + deleted, self.done + asked, self.bytes + size
+        self.spark_tasks += spark
+        if self.progress is not None:
+            self.progress(self.done, self.total)

@@ -204,18 +204,18 @@ class StatsComputed:
 
 @dataclass(frozen=True)
 class ListTask:
-    """VACUUM on a cluster: list one top-level folder of the table (``prefix``, relative), or with ``prefix``
-    empty the whole table (one without partition folders), through the table's storage."""
+    """VACUUM on a cluster: list top-level folders of the table (``prefixes``, relative; usually one), or with
+    the one prefix empty the whole table (one without partition folders), through the table's storage."""
 
     bin_id: int
     store: StoreRef
-    prefix: str
+    prefixes: tuple[str, ...]
     partition_columns: tuple[str, ...]  #: which ``_x=`` folders are partitions, not hidden names
 
 
 @dataclass(frozen=True)
 class ListedPrefix:
-    """A prefix's files as ``(path, size, mtime_ms)`` and its folders, paths relative to the table root."""
+    """The prefixes' files as ``(path, size, mtime_ms)`` and their folders, paths relative to the table root."""
 
     bin_id: int
     files: tuple[tuple[str, int, int], ...]
@@ -277,7 +277,7 @@ def decode_task(text: str) -> Task:
     if kind == "StatsTask":
         return StatsTask(**{**d, "store": StoreRef(**d["store"]), "stats": _stats_spec(d["stats"])})
     if kind == "ListTask":
-        return ListTask(**{**d, "store": StoreRef(**d["store"]), "partition_columns": tuple(d["partition_columns"])})
+        return ListTask(d["bin_id"], StoreRef(**d["store"]), tuple(d["prefixes"]), tuple(d["partition_columns"]))
     if kind == "DeleteTask":
         return DeleteTask(
             d["bin_id"], StoreRef(**d["store"]), tuple(d["paths"]), tuple(d["sizes"]), tuple(d["sidecars"])

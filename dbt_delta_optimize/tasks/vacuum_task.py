@@ -1,4 +1,4 @@
-"""VACUUM's task bodies on a cluster: list one top-level prefix of a table, or delete a batch of its files.
+"""VACUUM's task bodies on a cluster: list top-level prefixes of a table, or delete a batch of its files.
 
 They run in a Spark task (``engine.vacuum_job``) with the table's storage opened there from plain data,
 and in the driver for a prefix or a batch the job left without an outcome. The listing is exactly what
@@ -60,19 +60,21 @@ def _failed(bin_id: int, exc: Exception, path: str) -> Failed:
 
 
 def run_list(task: ListTask, storage: Storage) -> ListedPrefix | Failed:
-    """A Spark task's listing of its prefix: files as ``(path, size, mtime)``, folders as paths."""
+    """A Spark task's listing of its prefixes: files as ``(path, size, mtime)``, folders as paths."""
     from .bin_task import worker_info
 
     files: list[tuple[str, int, int]] = []
     folders: list[str] = []
+    prefix = ""
     try:
-        for e in list_prefix(storage, task.store.root, task.prefix, task.partition_columns):
-            if e.is_dir:
-                folders.append(e.path)
-            else:
-                files.append((e.path, e.size, e.mtime_ms))
+        for prefix in task.prefixes:
+            for e in list_prefix(storage, task.store.root, prefix, task.partition_columns):
+                if e.is_dir:
+                    folders.append(e.path)
+                else:
+                    files.append((e.path, e.size, e.mtime_ms))
     except Exception as exc:
-        return _failed(task.bin_id, exc, join(task.store.root, task.prefix))
+        return _failed(task.bin_id, exc, join(task.store.root, prefix))
     return ListedPrefix(task.bin_id, tuple(files), tuple(folders), worker_info())
 
 
