@@ -238,14 +238,21 @@ def test_cli_remote(connect_server, tmp_path):
     metrics = json.loads(proc.stdout)
     assert metrics["numFilesAdded"] == 4 and rows(path) == before
     assert metrics["totalClusterParallelism"] == 2  # the server's local[2], read from a range's plan
-    # The python/ job's vacuum through Spark Connect: the 8 files the compaction removed, nothing live.
+    # The python/ job's vacuum through Spark Connect: the 8 files the compaction removed, nothing live. A path
+    # needs no session; --task-runner spark lists and deletes with Spark jobs on the server all the same.
     job = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "optimize_job.py")
     vacuum = [sys.executable, job, "--remote", connect_server.url, "vacuum", path, "--retain", "0"]
     proc = subprocess.run(
-        [*vacuum, "--allow-short-retention"], env=_client_env(), capture_output=True, text=True, timeout=600
+        [*vacuum, "--allow-short-retention", "--task-runner", "spark"],
+        env=_client_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, brief(proc.stderr)
-    assert json.loads(proc.stdout)["filesDeleted"] == 8 and rows(path) == before and live_files(path) == 4
+    metrics = json.loads(proc.stdout)
+    assert (metrics["listedBy"], metrics["deletedBy"]) == ("spark", "spark"), metrics
+    assert metrics["filesDeleted"] == 8 and rows(path) == before and live_files(path) == 4
     # SPARK_REMOTE works as --remote; a server that is not there is one clear line, exit 3 (retry later).
     proc = subprocess.run(
         [cli, "optimize", path, "--json"],

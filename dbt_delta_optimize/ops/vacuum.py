@@ -395,7 +395,8 @@ def vacuum(
     retention = table_ms if retain_ms is None else retain_ms
     delete_before = int(time.time() * 1000) - retention
 
-    cluster = None if no_spark else _cluster(session, settings["task_runner"], opened)
+    runner = settings["task_runner"]  # without Spark imported only ``spark`` starts (or connects) a session
+    cluster = None if no_spark and runner != "spark" else _cluster(session, runner, opened)
     plan, outside, listed_by = _planned(
         opened, mode, delete_before, also_live=isinstance(table, Table), cluster=cluster
     )
