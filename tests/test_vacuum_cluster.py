@@ -127,6 +127,7 @@ def test_prefixes_and_batches_the_executors_cannot_take_are_done_in_the_driver(s
     assert done.files_deleted == ours.files_deleted == 3 and _files(a) == _files(b)
     text = caplog.text
     assert "got no listing from the Spark job" in text and "got no outcome from the Spark job" in text, text
+    assert text.count("cannot import ddo_no_such_module") == 2, text  # the executors' own reason, both times
 
 
 def test_many_prefixes_share_tasks_and_each_is_listed_once(spark, tmp_path, monkeypatch, caplog):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..delta.file_info import Listed
 from ..delta.storage import LocalStorage, Storage
 from ..errors import StorageAccessError
-from ..tasks.messages import DeletedFiles, DeleteTask, Failed, ListedPrefix, ListTask, StoreRef
+from ..tasks.messages import DeletedFiles, DeleteTask, Failed, Fallback, ListedPrefix, ListTask, StoreRef
 from ..tasks.vacuum_task import delete_batch, list_prefix, listing_skip
 from .task_runner import JobEnded, TaskJob, start_task_job
 
@@ -59,6 +59,8 @@ def _by(spark: int, driver: int) -> str:
 
 def _failure(table: str, what: str, failed: Sequence[Failed]) -> StorageAccessError:
     first = failed[0]
+    for f in failed:
+        log.debug("vacuum %s task failed at %s:\n%s", what, f.path, f.trace)
     return StorageAccessError(
         f"{table}: {len(failed)} VACUUM {what} task(s) failed on the cluster; first, at {first.path}: "
         f"{first.error_type}: {first.message}",
@@ -131,7 +133,7 @@ class SparkListing:
         yield from self.top
         got: set[int] = set()
         failed: list[Failed] = []
-        error: BaseException | None = None
+        why: object = "the executors cannot run the task"
         for event in self._outcomes or ():
             if isinstance(event, ListedPrefix):
                 got.add(event.bin_id)
@@ -144,14 +146,16 @@ class SparkListing:
                     yield Listed(folder, 0, 0, True)
             elif isinstance(event, Failed):
                 failed.append(event)
-            elif isinstance(event, JobEnded):
-                error = event.error
+            elif isinstance(event, Fallback):
+                why = event.reason
+            elif isinstance(event, JobEnded) and event.error is not None:
+                why = event.error
         if failed:
             raise _failure(self.cluster.table, "listing", failed)
         rest = [t for t in self.tasks if t.bin_id not in got]
         if rest:
             log.warning("vacuum: %d prefix(es) of %s got no listing from the Spark job (%s); listing them in the driver",
-                        len(rest), self.cluster.table, error or "the executors cannot run the task")  # fmt: skip
+                        sum(len(t.prefixes) for t in rest), self.cluster.table, why)  # fmt: skip
         c = self.cluster
         for task in rest:
             self.driver_tasks += 1
@@ -208,6 +212,7 @@ class ClusterVacuum:
         count = _Count(len(plan.files), progress)
         got: set[int] = set()
         failed: list[Failed] = []
+        why: object = "the executors cannot run the task"
         if tasks:
             events: queue.Queue[Any] = queue.Queue()
             job = start_task_job(self.engine, tasks, f"ddo-vacuum-delete-{id(plan):x}",
@@ -221,12 +226,16 @@ class ClusterVacuum:
                         count.add(event.files, len(tasks[event.bin_id].paths), event.bytes, spark=True)
                     elif isinstance(event, Failed):
                         failed.append(event)
+                    elif isinstance(event, Fallback):
+                        why = event.reason
+                    elif isinstance(event, JobEnded) and event.error is not None:
+                        why = event.error
             finally:
                 outcomes.close()
         rest = [t for t in tasks if t.bin_id not in got]
         if rest:
-            log.warning("vacuum: %d delete batch(es) of %s got no outcome from the Spark job; deleting them in the "
-                        "driver", len(rest), self.table)  # fmt: skip
+            log.warning("vacuum: %d delete batch(es) of %s got no outcome from the Spark job (%s); deleting them in "
+                        "the driver", len(rest), self.table, why)  # fmt: skip
         for task in rest:
             count.add(
                 delete_batch(self.storage, self.root, task.paths, task.sidecars), len(task.paths), sum(task.sizes)
