@@ -90,6 +90,9 @@ def read_protocol_metadata(
 
     None when they cannot be read here with certainty (the caller then asks deltalake)."""
     cp = listing.checkpoint_at_or_before(version)
+    first = 0 if cp is None else cp + 1
+    if [v for v in listing.commits if first <= v <= version] != list(range(first, version + 1)):
+        return None  # a gap in the commits: deltalake's path names it
     protocol, meta = _checkpoint_actions(storage, root, listing.checkpoints[cp]) if cp is not None else (None, None)
     for v in listing.commits:
         if (cp is not None and v <= cp) or v > version:
