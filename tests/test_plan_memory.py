@@ -90,3 +90,26 @@ def test_a_log_deltalake_refuses_does_not_leave_the_waiting_reader_behind(table,
     monkeypatch.setattr(snapshot_module, "RELEASE_DELTA_TABLE_FILES", 1)
     with pytest.raises(DeltaOptimizeError):
         load_snapshot(broken)
+
+
+def test_our_own_replay_gives_deltalakes_snapshot_of_a_large_table(table, monkeypatch):
+    """Above LEAN_REPLAY_ROWS the live files, protocol and metadata come from our projected replay alone
+    (deltalake never loads the table); they equal deltalake's."""
+    import json
+
+    checked = load_snapshot(table)
+    assert checked.delta_table is not None
+    monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", 1)
+    lean = load_snapshot(table)
+    assert lean.delta_table is None and lean.version == checked.version == 1
+    assert _columns(lean) == _columns(checked)
+    assert lean.protocol == checked.protocol
+    assert json.loads(lean.metadata.schema_string) == json.loads(checked.metadata.schema_string)
+    assert (lean.metadata.id, lean.metadata.partition_columns) == (
+        checked.metadata.id,
+        checked.metadata.partition_columns,
+    )
+    assert dict(lean.metadata.configuration) == dict(checked.metadata.configuration)
+    assert lean.delta_table_at(lean.version).version() == 1  # deltalake loaded when a commit needs it
+    old = load_snapshot(table, 0)  # at the checkpoint itself: the commit's removes not applied
+    assert len(old.file_table) == FILES and old.delta_table is None

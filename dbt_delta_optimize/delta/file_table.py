@@ -508,8 +508,9 @@ def _take(by_field: list[list[Any]], rows: Any) -> Any:
     return pa.StructArray.from_arrays(columns, fields=list(add_type))
 
 
-def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any) -> tuple[FileTable, list[str]]:
+def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any | None) -> tuple[FileTable, list[str]]:
     """The FileTable of ``live_paths`` (deltalake's, decoded or not); and live paths not found among the adds.
+    With ``live_paths`` None our replay alone decides (``delta/lean_replay.py``: large tables).
 
     The replay of the commits over the checkpoint must give deltalake's live list (compared
     sorted); if it does not, each live path is looked up among all adds instead. ``log``'s parts are
@@ -521,12 +522,21 @@ def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any) -> tu
     by_field = _consume_fields(log.parts)
     raw_paths = pa.chunked_array(by_field[add_type.get_field_index("path")], pa.string()).combine_chunks()
     rows = _sorted_by_path(raw_paths, _replayed_rows(log.checkpoint_size, raw_paths[: log.checkpoint_size], log.replay))
-    paths, live = _decoded(raw_paths), _decoded(live_paths)
     missing: list[str] = []
-    if not _same_paths(paths.take(rows), live, presorted=paths is raw_paths):
-        matched, missing = _matched_rows(paths, live)
-        rows = _sorted_by_path(raw_paths, matched)
-    del paths, raw_paths
+    if live_paths is not None:
+        paths, live = _decoded(raw_paths), _decoded(live_paths)
+        if not _same_paths(paths.take(rows), live, presorted=paths is raw_paths):
+            matched, missing = _matched_rows(paths, live)
+            rows = _sorted_by_path(raw_paths, matched)
+        del paths
+    del raw_paths
+    return _built(storage, root, log, by_field, rows), missing
+
+
+def _built(storage: Storage, root: str, log: LogAdds, by_field: list[list[Any]], rows: Any) -> FileTable:
+    import pyarrow as pa
+
+    _, add_type = _types()
     loader = None
     if log.checkpoint:
         names = log.checkpoint
@@ -536,7 +546,7 @@ def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any) -> tu
         def loader() -> Any:
             return pa.concat_arrays([*_checkpoint_stats(storage, root, names), commit_stats]).take(rows)
 
-    return FileTable(_take(by_field, rows), log.versions.take(rows), stats_loader=loader), missing
+    return FileTable(_take(by_field, rows), log.versions.take(rows), stats_loader=loader)
 
 
 def build_file_table(
