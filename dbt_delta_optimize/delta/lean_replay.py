@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .actions import Metadata, Protocol
-from .checkpoint_v2 import checkpoint_files
+from .checkpoint_v2 import all_null, checkpoint_files
 from .log import LogListing, read_commit
 from .storage import Storage
 
@@ -46,6 +46,10 @@ def _map(value: Any) -> dict[str, Any]:
     return dict(value)  # pyarrow maps arrive as [(key, value), ...]
 
 
+#: A field every action of each kind has: a row group whose statistics say it is null in every row holds none.
+_REQUIRED_LEAF = {"protocol": "protocol.minReaderVersion", "metaData": "metaData.id"}
+
+
 def _checkpoint_actions(storage: Storage, root: str, names: tuple[str, ...]) -> tuple[Any, Any]:
     """The checkpoint's (protocol, metaData) as JSON-shaped dicts (None when absent)."""
     import pyarrow.compute as pc
@@ -60,15 +64,18 @@ def _checkpoint_actions(storage: Storage, root: str, names: tuple[str, ...]) -> 
     for path in where.parquet:
         with storage.open_input(path) as fh:
             pf = pq.ParquetFile(fh)
-            kinds = [k for k in ("protocol", "metaData") if k in pf.schema_arrow.names and k not in found]
-            if not kinds:
-                continue
-            table = pf.read(columns=kinds, use_threads=False)
-        for kind in kinds:
-            column = table.column(kind)
-            valid = column.filter(pc.is_valid(column))
-            if len(valid):
-                found[kind] = valid[len(valid) - 1].as_py()
+            for kind in ("protocol", "metaData"):
+                if kind in found or kind not in pf.schema_arrow.names:
+                    continue
+                groups = [
+                    g for g in range(pf.num_row_groups) if not all_null(pf.metadata.row_group(g), _REQUIRED_LEAF[kind])
+                ]
+                if not groups:
+                    continue
+                column = pf.read_row_groups(groups, columns=[kind], use_threads=False).column(kind)
+                valid = column.filter(pc.is_valid(column))
+                if len(valid):
+                    found[kind] = valid[len(valid) - 1].as_py()
     meta = found.get("metaData")
     if meta is not None:
         meta = {**meta, "configuration": _map(meta.get("configuration"))}
