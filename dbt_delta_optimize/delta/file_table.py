@@ -319,6 +319,20 @@ def _replayed_rows(checkpoint_size: int, checkpoint_paths: Any, replay: _CommitR
     return pa.concat_arrays([cp_rows, commit_rows]).cast(pa.int64())
 
 
+def _replayed_sorted(checkpoint_size: int, paths: Any, replay: _CommitReplay) -> Any:
+    """``_replayed_rows`` in path order, by sorting every add's path in place (no copy of the live paths)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    touched = pa.array([*replay.removed, *replay.latest], pa.string())
+    kept = pc.invert(pc.is_in(paths[:checkpoint_size], value_set=touched))
+    latest = set(replay.latest.values())
+    commits = pa.array([i in latest for i in range(len(paths) - checkpoint_size)], pa.bool_())
+    live = pa.chunked_array([*kept.chunks, commits], pa.bool_()).combine_chunks()
+    order = pc.sort_indices(paths)  # paths of one live add each are distinct: the order is total
+    return order.filter(live.take(order)).cast(pa.int64())
+
+
 def _matched_rows(paths: Any, live: Any) -> tuple[Any, list[str]]:
     """The slower check: find each live path among the adds, the last add of a path winning; and paths not found."""
     import pyarrow as pa
@@ -413,17 +427,26 @@ def _take(by_field: list[list[Any]], rows: Any) -> tuple[Any, frozenset[str]]:
     import pyarrow as pa
 
     lean = lean_type()
-    columns, fields, null = [], [], set()
-    for i, field_type in enumerate(lean):
+    pool = pa.default_memory_pool()
+    columns: dict[str, Any] = {}
+    null = set()
+    # Fields that may be dropped first (their chunks freed at once), the largest (path) last.
+    for i in sorted(range(len(by_field)), key=lambda i: (lean[i].name not in _MAY_BE_DROPPED, lean[i].name == "path")):
+        field_type = lean[i]
         chunks, by_field[i] = by_field[i], []
         if field_type.name in _MAY_BE_DROPPED and all(c.null_count == len(c) for c in chunks):
             null.add(field_type.name)  # no deletion vector anywhere: no column of nulls (about 24 B a file)
             continue
-        column = pa.chunked_array(chunks, field_type.type).take(rows)
+        # Concatenated here, the chunks freed, then taken: Arrow's take of a chunked array would hold the
+        # chunks, their concatenation and the result at once.
+        whole = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks) if chunks else pa.array([], field_type.type)
         del chunks
-        columns.append(column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
-        fields.append(field_type)
-    return pa.StructArray.from_arrays(columns, fields=fields), frozenset(null)
+        pool.release_unused()  # the chunks' memory back to the system, not kept for small allocations
+        columns[field_type.name] = whole.take(rows)
+        del whole
+        pool.release_unused()
+    fields = [f for f in lean if f.name in columns]
+    return pa.StructArray.from_arrays([columns[f.name] for f in fields], fields=fields), frozenset(null)
 
 
 def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any | None) -> tuple[FileTable, list[str]]:
@@ -438,10 +461,14 @@ def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any | None
 
     by_field = _consume_fields(log.parts)
     raw_paths = pa.chunked_array(by_field[lean_type().get_field_index("path")], pa.string())  # not copied
-    rows = _sorted_by_path(raw_paths, _replayed_rows(log.checkpoint_size, raw_paths[: log.checkpoint_size], log.replay))
     missing: list[str] = []
-    if live_paths is not None:
+    if live_paths is None:
+        rows = _replayed_sorted(log.checkpoint_size, raw_paths, log.replay)
+    else:
         raw_paths = raw_paths.combine_chunks()
+        rows = _sorted_by_path(
+            raw_paths, _replayed_rows(log.checkpoint_size, raw_paths[: log.checkpoint_size], log.replay)
+        )
         paths, live = _decoded(raw_paths), _decoded(live_paths)
         if not _same_paths(paths.take(rows), live, presorted=paths is raw_paths):
             matched, missing = _matched_rows(paths, live)
