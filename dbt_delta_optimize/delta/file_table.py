@@ -181,8 +181,12 @@ class FileTable:
 
         pv = self.adds.field("partitionValues")
         out = []
-        for c in columns:
-            flat = pc.map_lookup(pv, pa.scalar(c, pa.string()), "first") if len(pv) else pa.array([], pa.string())
+        uniform = _uniform_maps(pv, columns)
+        for i, c in enumerate(columns):
+            if uniform is not None:
+                flat = uniform[i]
+            else:
+                flat = pc.map_lookup(pv, pa.scalar(c, pa.string()), "first") if len(pv) else pa.array([], pa.string())
             out.append(pc.if_else(pc.equal(flat, ""), pa.scalar(None, pa.string()), flat))
         return out
 
@@ -244,12 +248,38 @@ class FileTable:
         return self.file(i).deletion_vector
 
 
+def _uniform_maps(pv: Any, columns: Sequence[str]) -> list[Any] | None:
+    """Each column's values when every row's map holds exactly ``columns``, in that order, and no null map
+    (what writers do): its items read in strides, no lookup per row. None otherwise."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    k = len(columns)
+    if not k or not len(pv) or pv.null_count or len(pv.keys) != k * len(pv):
+        return None
+    offsets = pv.offsets
+    if pc.any(pc.not_equal(pc.subtract(offsets[1:], offsets[:-1]), k)).as_py():
+        return None
+    base = offsets[0].as_py()
+    keys, items = pv.keys.slice(base, k * len(pv)), pv.items.slice(base, k * len(pv))
+    out = []
+    for i, c in enumerate(columns):
+        where = pa.array(range(i, k * len(pv), k), pa.int64()) if k > 1 else None
+        key, item = (keys, items) if where is None else (keys.take(where), items.take(where))
+        if pc.any(pc.not_equal(key, c)).as_py() is not False:
+            return None
+        out.append(item)
+    return out
+
+
 def _is_numpy(rows: Any) -> bool:
     return type(rows).__module__ == "numpy"
 
 
 class FileView(Sequence[AddFile]):
     """Some rows of a FileTable as a sequence of AddFiles, built on access (and kept)."""
+
+    __slots__ = ("_cache", "_total_size", "rows", "table")
 
     def __init__(self, table: FileTable, rows: Sequence[int] | None = None, *, total_size: int | None = None) -> None:
         self.table = table
@@ -399,7 +429,9 @@ def read_log_adds(
     cp = listing.checkpoint_at_or_before(version)
     names = listing.checkpoints[cp] if cp is not None else ()
     parts = checkpoint_adds(storage, root, names, before=before)
-    part_versions = [pa.repeat(pa.scalar(cp, pa.int64()), len(p)) for p in parts]
+    import numpy as np
+
+    part_versions = [pa.array(np.full(len(p), cp, np.int64)) for p in parts]  # pa.repeat would import pandas
     replay = _replay(storage, root, [v for v in listing.commits if (cp is None or v > cp) and v <= version])
     commit_adds, added_in = replay.arrays()
     if replay.rows:
