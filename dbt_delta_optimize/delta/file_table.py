@@ -20,7 +20,7 @@ from .checkpoint_adds import LazyFields, add_type, checkpoint_adds, lean_type
 from .log import LogListing, commit_path
 from .storage import Storage
 
-__all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "build_file_table", "match_live", "read_log_adds"]
+__all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "RowSlice", "build_file_table", "match_live", "read_log_adds"]
 
 RawKey = tuple[str | None, ...]  #: raw partition values in partition-column order ("" read as null)
 _NULL = "\x00null\x00"
@@ -272,6 +272,31 @@ def _uniform_maps(pv: Any, columns: Sequence[str]) -> list[Any] | None:
     return out
 
 
+class RowSlice(Sequence[int]):
+    """``base[lo:hi]`` of a numpy array of rows, without the numpy view (a plan holds one per bin)."""
+
+    __slots__ = ("base", "hi", "lo")
+
+    def __init__(self, base: Any, lo: int, hi: int) -> None:
+        self.base, self.lo, self.hi = base, lo, hi
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | Sequence[int]:
+        view = self.base[self.lo : self.hi]
+        return view[i] if isinstance(i, slice) else int(view[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.base[self.lo : self.hi].tolist())
+
+
 def _is_numpy(rows: Any) -> bool:
     return type(rows).__module__ == "numpy"
 
@@ -288,10 +313,10 @@ class FileView(Sequence[AddFile]):
             range(len(table))
             if rows is None
             else rows
-            if isinstance(rows, (list, range)) or _is_numpy(rows)
+            if isinstance(rows, (list, range, RowSlice)) or _is_numpy(rows)
             else list(rows)
         )
-        self._cache: dict[int, AddFile] = {}
+        self._cache: dict[int, AddFile] | None = None  # made on first access (a plan holds many views)
         self._total_size = total_size  # the planner knows it already; else summed on first use
 
     def __len__(self) -> int:
@@ -309,6 +334,8 @@ class FileView(Sequence[AddFile]):
         if i < 0:
             i += len(self.rows)
         row = self.rows[i]
+        if self._cache is None:
+            self._cache = {}
         if row not in self._cache:  # the chunk around i, in one conversion
             start = i - i % _CHUNK
             chunk = self.rows[start : start + _CHUNK]

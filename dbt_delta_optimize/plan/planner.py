@@ -19,7 +19,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from ..delta.actions import AddFile
-from ..delta.file_table import FileTable, FileView, RawKey
+from ..delta.file_table import FileTable, FileView, RawKey, RowSlice
 from .config import OptimizeConfig
 from .curve import ClusteringSpec
 from .operation import Operation
@@ -40,7 +40,7 @@ Mode = Literal["compaction", "zorder"]
 Normalizer = Callable[[RawKey], Hashable]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bin:
     """Files of one partition rewritten together into one file (or, for Z-order, into a range of files)."""
 
@@ -254,14 +254,14 @@ def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, m
 def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[Any, Any, Any]:
     """(group, size, row) of every candidate as numpy arrays, sorted by group, then size, then path (rows
     are in path order): no Python object per file."""
-    import pyarrow as pa
+    import numpy as np
     import pyarrow.compute as pc
 
-    rows = pc.indices_nonzero(mask)
-    cols = pa.table({"g": group_of_row.filter(mask), "size": table.column("size").filter(mask), "row": rows})
-    order = pc.sort_indices(cols, sort_keys=[("g", "ascending"), ("size", "ascending"), ("row", "ascending")])
-    cols = cols.take(order)
-    return tuple(cols.column(c).to_numpy() for c in ("g", "size", "row"))
+    rows = pc.indices_nonzero(mask).to_numpy().astype(np.int64)  # ascending: the last sort key comes free
+    groups = group_of_row.filter(mask).to_numpy(zero_copy_only=False)
+    sizes = table.column("size").filter(mask).to_numpy(zero_copy_only=False)
+    order = np.lexsort((sizes, groups))  # stable: equal (group, size) keep row (path) order
+    return groups[order], sizes[order], rows[order]
 
 
 def _groups(keys: list[RawKey], normalize: Normalizer | None) -> list[int]:
@@ -334,7 +334,7 @@ def select_bins(
             continue
         for lo, hi, n in next_fit_bounds(sizes[start:end].tolist(), max_bin):
             if hi - lo > 1 or (hi > lo and (keep_single or int(group_rows[lo]) in heavy)):
-                bins.append(Bin(values, FileView(table, group_rows[lo:hi], total_size=n)))
+                bins.append(Bin(values, FileView(table, RowSlice(rows, start + lo, start + hi), total_size=n)))
     every = pc.all(considered).as_py() is not False
     return Selected(
         FileView(table, None if every else pc.indices_nonzero(considered).to_numpy()), tuple(bins), tuple(skipped)
