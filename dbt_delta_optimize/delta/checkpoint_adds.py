@@ -208,6 +208,21 @@ class LazyFields:
         inverse[order] = np.arange(len(order))
         return values.take(pa.array(inverse))
 
+    def iter_read(self, fields: Sequence[str]) -> Iterator[Any]:
+        """``read`` of every row, one checkpoint row group at a time, in the log's order (not the table's):
+        for a pass over every value (health's stats) without the whole column in memory."""
+        import numpy as np
+        import pyarrow as pa
+
+        target = sub_type(fields)
+        ordered = np.sort(self.rows.to_numpy(zero_copy_only=False))
+        start = 0
+        for part in self._parts(fields, target, ordered):
+            lo, hi = np.searchsorted(ordered, [start, start + len(part)])
+            if hi > lo:
+                yield part.take(pa.array(ordered[lo:hi] - start))
+            start += len(part)
+
     def _parts(self, fields: Sequence[str], target: Any, ordered: Any) -> Any:
         """Checkpoint parts (one row group at a time; skipped when no row asked lies in it), then the commits'."""
         if len(ordered) and ordered[0] < self.checkpoint_size:

@@ -147,6 +147,20 @@ class FileTable:
             self._load([name])
         return self._loaded[name]
 
+    def iter_column(self, name: str) -> Iterator[Any]:
+        """Every row's value of one field, as Arrow arrays in an order of their own: read one checkpoint
+        row group at a time when the table does not hold the field (no whole column in memory)."""
+        if (
+            self.lazy is None
+            or name in self._loaded
+            or name in self.null_fields
+            or self.adds.type.get_field_index(name) >= 0
+        ):
+            yield self.column(name)
+            return
+        for part in self.lazy.iter_read([name]):
+            yield part.field(name)
+
     def values_at(self, name: str, rows: Sequence[int]) -> list[Any]:
         """One field of some rows as Python values: read for those rows only when the table does not hold it."""
         import pyarrow as pa
