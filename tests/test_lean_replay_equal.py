@@ -54,7 +54,6 @@ from tests.test_row_tracking import (
 )
 from tests.test_snapshot import (
     test_empty_log_is_not_a_delta_table,
-    test_removed_files_are_not_live,
     test_snapshot_of_deltars_table_with_special_partitions,
     test_tags_and_stats_round_trip,
 )
@@ -84,7 +83,6 @@ __all__ = [
     "test_purge_rewrites_every_file_with_deleted_rows_and_records_a_reorg",
     "test_reader_version_4_is_unsupported_not_a_kernel_error",
     "test_rebase_over_an_append_reassigns_row_ids_version_and_ict",
-    "test_removed_files_are_not_live",
     "test_replay_after_a_checkpoint_matches_deltalake",
     "test_snapshot_of_deltars_table_with_special_partitions",
     "test_supported_but_not_enabled_and_suspended",
