@@ -90,3 +90,52 @@ def test_a_log_deltalake_refuses_does_not_leave_the_waiting_reader_behind(table,
     monkeypatch.setattr(snapshot_module, "RELEASE_DELTA_TABLE_FILES", 1)
     with pytest.raises(DeltaOptimizeError):
         load_snapshot(broken)
+
+
+def test_our_own_replay_gives_deltalakes_snapshot_of_a_large_table(table, monkeypatch):
+    """Above LEAN_REPLAY_ROWS the live files, protocol and metadata come from our projected replay alone
+    (deltalake never loads the table); they equal deltalake's."""
+    import json
+
+    checked = load_snapshot(table)
+    assert checked.delta_table is not None
+    monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", 1)
+    lean = load_snapshot(table)
+    assert lean.delta_table is None and lean.version == checked.version == 1
+    assert _columns(lean) == _columns(checked)
+    assert lean.protocol == checked.protocol
+    assert json.loads(lean.metadata.schema_string) == json.loads(checked.metadata.schema_string)
+    assert (lean.metadata.id, lean.metadata.partition_columns) == (
+        checked.metadata.id,
+        checked.metadata.partition_columns,
+    )
+    assert dict(lean.metadata.configuration) == dict(checked.metadata.configuration)
+    assert lean.delta_table_at(lean.version).version() == 1  # deltalake loaded when a commit needs it
+    old = load_snapshot(table, 0)  # at the checkpoint itself: the commit's removes not applied
+    assert len(old.file_table) == FILES and old.delta_table is None
+
+
+def test_a_lean_snapshot_holds_four_fields_and_reads_the_rest_on_demand(table, monkeypatch):
+    """Path, partition values and size per file (no DV column when no file has one); stats, tags and the
+    rest read again from the checkpoint, for some rows or one row group at a time, equal to deltalake's."""
+    from dbt_delta_optimize.inspect.health_stats import statistics_coverage
+    from dbt_delta_optimize.plan.builder import build_plan
+    from dbt_delta_optimize.plan.config import OptimizeConfig
+    from dbt_delta_optimize.plan.predicate import select_partitions
+
+    checked = load_snapshot(table)
+    monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", 1)
+    lean = load_snapshot(table)
+    t = lean.file_table
+    assert [f.name for f in t.adds.type] == ["path", "partitionValues", "size"]
+    assert t.null_fields == {"deletionVector"} and not t.has_deletion_vectors()
+    stats = checked.file_table.column("stats").to_pylist()
+    rows = [len(t) - 1, 0, 1234, 7]  # the commit's last add and checkpoint rows, out of order
+    assert t.values_at("stats", rows) == [stats[r] for r in rows]
+    assert t._loaded == {}  # read for those rows only, nothing kept
+    assert sorted(v for chunk in t.iter_column("stats") for v in chunk.to_pylist()) == sorted(stats)
+    assert statistics_coverage(lean) == statistics_coverage(checked)
+    config = OptimizeConfig(min_file_size=30_000_000, max_file_size=100_000_000)
+    plans = [build_plan(s, config, selection=select_partitions(s)) for s in (lean, checked)]
+    assert [b.paths for b in plans[0].bins] == [b.paths for b in plans[1].bins] and plans[0].bins
+    assert list(plans[0].bins[0].files) == list(plans[1].bins[0].files)  # every field, read back for the AddFiles

@@ -25,6 +25,7 @@ from .storage import Storage, join
 __all__ = [
     "SIDECAR_DIR",
     "CheckpointFiles",
+    "all_null",
     "checkpoint_files",
     "choose_checkpoint",
     "has_checkpoint_metadata",
@@ -64,14 +65,31 @@ def _sidecar_path(root: str, path: str) -> str:
     return join(root, _LOG_DIR, SIDECAR_DIR, path)
 
 
+def all_null(row_group: Any, leaf: str) -> bool:
+    """Whether a Parquet row group's statistics prove column ``leaf`` (a dotted path) null in every row
+    (False when they do not say)."""
+    for i in range(row_group.num_columns):
+        column = row_group.column(i)
+        if column.path_in_schema == leaf:
+            stats = column.statistics
+            return stats is not None and stats.has_null_count and stats.null_count == row_group.num_rows
+    return False
+
+
 def _parquet_sidecars(storage: Storage, path: str) -> list[str]:
+    """The sidecar files a Parquet checkpoint names (only row groups whose statistics allow one are read)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     with storage.open_input(path) as fh:
         pf = pq.ParquetFile(fh)
         if "sidecar" not in pf.schema_arrow.names:
             return []
-        return [r["path"] for r in pf.read(columns=["sidecar"]).column(0).to_pylist() if r is not None]
+        groups = [g for g in range(pf.num_row_groups) if not all_null(pf.metadata.row_group(g), "sidecar.path")]
+        if not groups:
+            return []
+        column = pf.read_row_groups(groups, columns=["sidecar"], use_threads=False).column(0)
+        return [r["path"] for r in column.filter(pc.is_valid(column)).to_pylist()]
 
 
 def checkpoint_files(storage: Storage, root: str, names: Iterable[str]) -> CheckpointFiles:

@@ -11,162 +11,22 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any, overload
 from urllib.parse import unquote
 
 from .actions import ADD, AddFile, DeletionVector
-from .checkpoint_v2 import CheckpointFiles, checkpoint_files
+from .checkpoint_adds import LazyFields, add_type, checkpoint_adds, lean_type
 from .log import LogListing, commit_path
 from .storage import Storage
 
-__all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "build_file_table", "match_live", "read_log_adds"]
+__all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "RowSlice", "build_file_table", "match_live", "read_log_adds"]
 
 RawKey = tuple[str | None, ...]  #: raw partition values in partition-column order ("" read as null)
 _NULL = "\x00null\x00"
 #: Rows of a FileView converted to AddFiles at a time.
 _CHUNK = 1024
 _SEP = "\x00|\x00"
-
-
-@cache
-def _types() -> tuple[Any, Any]:
-    """The Arrow types of a partition map and of an add action (the checkpoint's), built on first use."""
-    import pyarrow as pa
-
-    string_map = pa.map_(pa.string(), pa.string())
-    dv = pa.struct(
-        [
-            ("storageType", pa.string()),
-            ("pathOrInlineDv", pa.string()),
-            ("offset", pa.int32()),
-            ("sizeInBytes", pa.int32()),
-            ("cardinality", pa.int64()),
-        ]
-    )
-    add = pa.struct(
-        [
-            ("path", pa.string()),
-            ("partitionValues", string_map),
-            ("size", pa.int64()),
-            ("modificationTime", pa.int64()),
-            ("dataChange", pa.bool_()),
-            ("stats", pa.string()),
-            ("tags", string_map),
-            ("deletionVector", dv),
-            ("baseRowId", pa.int64()),
-            ("defaultRowCommitVersion", pa.int64()),
-            ("clusteringProvider", pa.string()),
-        ]
-    )
-    return string_map, add
-
-
-def _conform(adds: Any) -> Any:
-    """A struct array of adds (checkpoint or JSON) in ADD_TYPE's shape: missing fields null, others cast."""
-    import pyarrow as pa
-
-    _, add_type = _types()
-    present = {adds.type.field(i).name for i in range(adds.type.num_fields)}
-    children = []
-    for wanted in add_type:
-        if wanted.name in present:
-            child = adds.field(wanted.name)
-            children.append(child if child.type == wanted.type else child.cast(wanted.type))
-        else:
-            children.append(pa.nulls(len(adds), wanted.type))
-    return pa.StructArray.from_arrays(children, fields=list(add_type))
-
-
-def _checkpoint_parts(
-    storage: Storage,
-    path: str,
-    fields: Sequence[str],
-    shape: Callable[[Any], Any] | None = None,
-    before: Callable[[int], None] | None = None,
-) -> list[Any]:
-    """The checkpoint's add actions (rows with a path) as structs of only ``fields`` (those present), one
-    array per row group.
-
-    Read one row group at a time, each filtered to its adds and ``shape``d (``_conform``) before the
-    next is read, and never concatenated: the peak is the adds plus one row group, not several copies.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    parts = []
-    with storage.open_input(path) as fh:
-        # ParquetFile.read_row_group, not pq.read_table: the dataset scanner behind read_table can leave reads
-        # of this Python file in flight on Arrow's I/O threads after it returns, and they abort the process at
-        # exit (apache/arrow#34314). ParquetFile's reads are synchronous.
-        pf = pq.ParquetFile(fh)
-        if before is not None:  # the footer says how large it is before a row is read
-            before(pf.metadata.num_rows)
-        if ADD not in pf.schema_arrow.names:  # a V2 top-level file or a sidecar of removes only
-            empty = pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
-            return [shape(empty) if shape is not None else empty]
-        present = pf.schema_arrow.field(ADD).type
-        names = [f for f in fields if present.get_field_index(f) >= 0]
-        columns = [f"{ADD}.{f}" for f in names]  # the add struct with only these children
-        for group in range(pf.num_row_groups):
-            for adds in pf.read_row_group(group, columns=columns, use_threads=False).column(ADD).chunks:
-                column = pa.StructArray.from_arrays(adds.flatten(), names=[f.name for f in adds.type])
-                column = column.filter(pc.is_valid(column.field("path")))  # null rows: null leaves
-                if len(column):
-                    parts.append(shape(column) if shape is not None else column)
-    if not parts:
-        empty = pa.StructArray.from_arrays([pa.array([], pa.string())], names=["path"])
-        return [shape(empty) if shape is not None else empty]
-    return parts
-
-
-def _checkpoint_column(storage: Storage, path: str, fields: Sequence[str]) -> Any:
-    """``_checkpoint_parts`` as one array."""
-    import pyarrow as pa
-
-    parts = _checkpoint_parts(storage, path, fields)
-    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-
-
-def _inline_adds(where: CheckpointFiles, fields: Sequence[str]) -> Any | None:
-    """Adds written inline in a V2 checkpoint's JSON top-level file, as structs of ``fields``."""
-    import pyarrow as pa
-
-    rows = [a[ADD] for a in where.json_actions if ADD in a]
-    if not rows:
-        return None
-    _, add_type = _types()
-    wanted = [f for f in add_type if f.name in fields]
-    return pa.array([{f.name: r.get(f.name) for f in wanted} for r in rows], pa.struct(wanted))
-
-
-def _checkpoint_adds(
-    storage: Storage, root: str, names: Sequence[str], before: Callable[[int], None] | None = None
-) -> list[Any]:
-    """Every add of a checkpoint but its stats (the bulk of its bytes), which planning rarely reads."""
-    _, add_type = _types()
-    fields = [f.name for f in add_type if f.name != "stats"]
-    where = checkpoint_files(storage, root, names)
-    parts = [part for path in where.parquet for part in _checkpoint_parts(storage, path, fields, _conform, before)]
-    inline = _inline_adds(where, fields)
-    return parts if inline is None else [*parts, _conform(inline)]
-
-
-def _checkpoint_stats(storage: Storage, root: str, names: Sequence[str]) -> list[Any]:
-    """The stats strings of a checkpoint's adds, in the order of ``_checkpoint_adds``."""
-    import pyarrow as pa
-
-    where = checkpoint_files(storage, root, names)
-    out = []
-    for path in where.parquet:
-        column = _checkpoint_column(storage, path, ["path", "stats"])
-        has = column.type.get_field_index("stats") >= 0
-        out.append(column.field("stats").cast(pa.string()) if has else pa.nulls(len(column), pa.string()))
-    inline = _inline_adds(where, ["path", "stats"])
-    if inline is not None:
-        out.append(inline.field("stats"))
-    return out
 
 
 @dataclass
@@ -203,8 +63,7 @@ class _CommitReplay:
         """Every add seen (as ADD_TYPE structs) and the version that added it."""
         import pyarrow as pa
 
-        _, add_type = _types()
-        return pa.array(self.rows, type=add_type), pa.array(self.added_in, pa.int64())
+        return pa.array(self.rows, type=add_type()), pa.array(self.added_in, pa.int64())
 
 
 def _dv_id(dv: Any) -> str | None:
@@ -241,9 +100,12 @@ class FileTable:
     adds: Any  # pyarrow.StructArray of ADD_TYPE
     versions: Any  # pyarrow.Int64Array
     _encoded: dict[tuple[str, ...], tuple[Any, list[RawKey]]] = field(default_factory=dict, compare=False, repr=False)
-    #: Loads the stats column (in row order) on first use; None when ``adds`` holds the stats.
-    stats_loader: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
-    _stats: list[Any] = field(default_factory=list, compare=False, repr=False)
+    #: Reads the fields ``adds`` does not hold (stats, tags, times, row tracking) on demand; None when
+    #: ``adds`` holds every field (a table made from AddFiles).
+    lazy: LazyFields | None = field(default=None, compare=False, repr=False)
+    #: Fields null in every row, not held (a table without deletion vectors holds no column of them).
+    null_fields: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    _loaded: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.adds)
@@ -256,10 +118,9 @@ class FileTable:
         """
         import pyarrow as pa
 
-        _, add_type = _types()
         added_in = [versions] * len(files) if isinstance(versions, int) else list(versions)
         order = sorted(range(len(files)), key=lambda i: files[i].path)
-        adds = pa.array([files[i].to_json() for i in order], type=add_type)
+        adds = pa.array([files[i].to_json() for i in order], type=add_type())
         return cls(adds, pa.array([added_in[i] for i in order], pa.int64()))
 
     @cached_property
@@ -275,11 +136,57 @@ class FileTable:
         return _decoded(self.adds.field("path"))
 
     def column(self, name: str) -> Any:
-        if name == "stats" and self.stats_loader is not None:
-            if not self._stats:
-                self._stats.append(self.stats_loader())
-            return self._stats[0]
-        return self.adds.field(name)
+        """One field of every live add, in row order (read from the log on first use if not held)."""
+        if self.adds.type.get_field_index(name) >= 0:
+            return self.adds.field(name)
+        if name in self.null_fields:
+            import pyarrow as pa
+
+            return pa.nulls(len(self), add_type().field(name).type)
+        if name not in self._loaded:
+            self._load([name])
+        return self._loaded[name]
+
+    def iter_column(self, name: str) -> Iterator[Any]:
+        """Every row's value of one field, as Arrow arrays in an order of their own: read one checkpoint
+        row group at a time when the table does not hold the field (no whole column in memory)."""
+        if (
+            self.lazy is None
+            or name in self._loaded
+            or name in self.null_fields
+            or self.adds.type.get_field_index(name) >= 0
+        ):
+            yield self.column(name)
+            return
+        for part in self.lazy.iter_read([name]):
+            yield part.field(name)
+
+    def values_at(self, name: str, rows: Sequence[int]) -> list[Any]:
+        """One field of some rows as Python values: read for those rows only when the table does not hold it."""
+        import pyarrow as pa
+
+        indices = pa.array(rows, pa.int64())
+        if name in self.null_fields:
+            return [None] * len(indices)
+        if self.adds.type.get_field_index(name) >= 0 or self.lazy is None or name in self._loaded:
+            return list(self.column(name).take(indices).to_pylist())
+        return list(self.lazy.read([name], indices).field(name).to_pylist())
+
+    def has_deletion_vectors(self) -> bool:
+        """Whether some live file has a deletion vector (no column is built to say no)."""
+        return "deletionVector" not in self.null_fields and self.column("deletionVector").null_count < len(self)
+
+    def _missing(self) -> list[str]:
+        """The fields read on demand (not held, not known null)."""
+        held = {f.name for f in self.adds.type} | self.null_fields
+        return [f.name for f in add_type() if f.name not in held] if self.lazy is not None else []
+
+    def _load(self, names: Sequence[str]) -> None:
+        if self.lazy is None:
+            raise KeyError(names[0])
+        read = self.lazy.read(names)
+        for name in names:
+            self._loaded[name] = read.field(name)
 
     def partition_strings(self, columns: Sequence[str]) -> list[Any]:
         """One Arrow string array per partition column: each file's raw value ("" read as null)."""
@@ -288,8 +195,12 @@ class FileTable:
 
         pv = self.adds.field("partitionValues")
         out = []
-        for c in columns:
-            flat = pc.map_lookup(pv, pa.scalar(c, pa.string()), "first") if len(pv) else pa.array([], pa.string())
+        uniform = _uniform_maps(pv, columns)
+        for i, c in enumerate(columns):
+            if uniform is not None:
+                flat = uniform[i]
+            else:
+                flat = pc.map_lookup(pv, pa.scalar(c, pa.string()), "first") if len(pv) else pa.array([], pa.string())
             out.append(pc.if_else(pc.equal(flat, ""), pa.scalar(None, pa.string()), flat))
         return out
 
@@ -331,11 +242,15 @@ class FileTable:
 
         indices = pa.array(rows, pa.int64())
         records = self.adds.take(indices).to_pylist()
-        stats = self.column("stats").take(indices).to_pylist() if self.stats_loader is not None else None
+        missing = self._missing()
+        if [m for m in missing if m not in self._loaded]:  # all of them for every row, once
+            self._load([m for m in missing if m not in self._loaded])
+        extra = {m: self._loaded[m].take(indices).to_pylist() for m in missing}
+        extra.update({m: [None] * len(records) for m in self.null_fields})
         out = []
         for k, row in enumerate(records):
-            if stats is not None:
-                row["stats"] = stats[k]
+            for m, values in extra.items():
+                row[m] = values[k]
             row["partitionValues"] = dict(row.get("partitionValues") or [])
             row["tags"] = dict(row.get("tags") or [])
             dv = row.get("deletionVector")
@@ -347,13 +262,75 @@ class FileTable:
         return self.file(i).deletion_vector
 
 
+def _uniform_maps(pv: Any, columns: Sequence[str]) -> list[Any] | None:
+    """Each column's values when every row's map holds exactly ``columns``, in that order, and no null map
+    (what writers do): its items read in strides, no lookup per row. None otherwise."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    k = len(columns)
+    if not k or not len(pv) or pv.null_count or len(pv.keys) != k * len(pv):
+        return None
+    offsets = pv.offsets
+    if pc.any(pc.not_equal(pc.subtract(offsets[1:], offsets[:-1]), k)).as_py():
+        return None
+    base = offsets[0].as_py()
+    keys, items = pv.keys.slice(base, k * len(pv)), pv.items.slice(base, k * len(pv))
+    out = []
+    for i, c in enumerate(columns):
+        where = pa.array(range(i, k * len(pv), k), pa.int64()) if k > 1 else None
+        key, item = (keys, items) if where is None else (keys.take(where), items.take(where))
+        if pc.any(pc.not_equal(key, c)).as_py() is not False:
+            return None
+        out.append(item)
+    return out
+
+
+class RowSlice(Sequence[int]):
+    """``base[lo:hi]`` of a numpy array of rows, without the numpy view (a plan holds one per bin)."""
+
+    __slots__ = ("base", "hi", "lo")
+
+    def __init__(self, base: Any, lo: int, hi: int) -> None:
+        self.base, self.lo, self.hi = base, lo, hi
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | Sequence[int]:
+        view = self.base[self.lo : self.hi]
+        return view[i] if isinstance(i, slice) else int(view[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.base[self.lo : self.hi].tolist())
+
+
+def _is_numpy(rows: Any) -> bool:
+    return type(rows).__module__ == "numpy"
+
+
 class FileView(Sequence[AddFile]):
     """Some rows of a FileTable as a sequence of AddFiles, built on access (and kept)."""
 
+    __slots__ = ("_cache", "_total_size", "rows", "table")
+
     def __init__(self, table: FileTable, rows: Sequence[int] | None = None, *, total_size: int | None = None) -> None:
         self.table = table
-        self.rows = list(range(len(table))) if rows is None else rows if isinstance(rows, list) else list(rows)
-        self._cache: dict[int, AddFile] = {}
+        # all rows as a range, and a numpy slice as it is: no Python int per file
+        self.rows: Sequence[int] = (
+            range(len(table))
+            if rows is None
+            else rows
+            if isinstance(rows, (list, range, RowSlice)) or _is_numpy(rows)
+            else list(rows)
+        )
+        self._cache: dict[int, AddFile] | None = None  # made on first access (a plan holds many views)
         self._total_size = total_size  # the planner knows it already; else summed on first use
 
     def __len__(self) -> int:
@@ -371,6 +348,8 @@ class FileView(Sequence[AddFile]):
         if i < 0:
             i += len(self.rows)
         row = self.rows[i]
+        if self._cache is None:
+            self._cache = {}
         if row not in self._cache:  # the chunk around i, in one conversion
             start = i - i % _CHUNK
             chunk = self.rows[start : start + _CHUNK]
@@ -409,6 +388,20 @@ def _replayed_rows(checkpoint_size: int, checkpoint_paths: Any, replay: _CommitR
     cp_rows = pc.indices_nonzero(pc.invert(pc.is_in(checkpoint_paths, value_set=touched)))
     commit_rows = pa.array(sorted(checkpoint_size + i for i in replay.latest.values()), pa.uint64())
     return pa.concat_arrays([cp_rows, commit_rows]).cast(pa.int64())
+
+
+def _replayed_sorted(checkpoint_size: int, paths: Any, replay: _CommitReplay) -> Any:
+    """``_replayed_rows`` in path order, by sorting every add's path in place (no copy of the live paths)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    touched = pa.array([*replay.removed, *replay.latest], pa.string())
+    kept = pc.invert(pc.is_in(paths[:checkpoint_size], value_set=touched))
+    latest = set(replay.latest.values())
+    commits = pa.array([i in latest for i in range(len(paths) - checkpoint_size)], pa.bool_())
+    live = pa.chunked_array([*kept.chunks, commits], pa.bool_()).combine_chunks()
+    order = pc.sort_indices(paths)  # paths of one live add each are distinct: the order is total
+    return order.filter(live.take(order)).cast(pa.int64())
 
 
 def _matched_rows(paths: Any, live: Any) -> tuple[Any, list[str]]:
@@ -450,17 +443,19 @@ def _sorted_by_path(paths: Any, rows: Any) -> Any:
 class LogAdds:
     """Every add action from the newest checkpoint at or before ``version`` and the commits after it.
 
-    ``parts`` are the ADD_TYPE struct arrays: the checkpoint's (without stats, one per row group), then
-    the commits'. They are never concatenated, and ``match_live`` consumes them (empties the list) as it
-    builds the FileTable, one field at a time, so the adds are never held twice.
+    ``parts`` are struct arrays of ``LEAN_FIELDS`` only: the checkpoint's (one per row group), then the
+    commits'. They are never concatenated, and ``match_live`` consumes them (empties the list) as it
+    builds the FileTable, one field at a time, so the adds are never held twice. The other fields are
+    read again when asked for (``LazyFields``).
     """
 
     version: int
     parts: list[Any]
     versions: Any  # the version each add came from (the checkpoint's for its adds)
     checkpoint_size: int
-    checkpoint: tuple[str, ...]  # the checkpoint's file names (for the stats, read on demand)
+    checkpoint: tuple[str, ...]  # the checkpoint's file names (for the other fields, read on demand)
     replay: _CommitReplay
+    commit_adds: Any = None  # every field of the commits' adds (a few rows), in replay order
 
 
 def read_log_adds(
@@ -474,42 +469,62 @@ def read_log_adds(
 
     cp = listing.checkpoint_at_or_before(version)
     names = listing.checkpoints[cp] if cp is not None else ()
-    parts = _checkpoint_adds(storage, root, names, before)
-    part_versions = [pa.repeat(pa.scalar(cp, pa.int64()), len(p)) for p in parts]
+    parts = checkpoint_adds(storage, root, names, before=before)
+    import numpy as np
+
+    part_versions = [pa.array(np.full(len(p), cp, np.int64)) for p in parts]  # pa.repeat would import pandas
     replay = _replay(storage, root, [v for v in listing.commits if (cp is None or v > cp) and v <= version])
+    commit_adds, added_in = replay.arrays()
     if replay.rows:
-        commit_adds, added_in = replay.arrays()
-        parts.append(commit_adds)
+        lean = lean_type()
+        parts.append(pa.StructArray.from_arrays([commit_adds.field(f.name) for f in lean], fields=list(lean)))
         part_versions.append(added_in)
     versions = pa.concat_arrays(part_versions) if parts else pa.array([], pa.int64())
-    return LogAdds(version, parts, versions, len(versions) - len(replay.rows), tuple(names), replay)
+    return LogAdds(version, parts, versions, len(versions) - len(replay.rows), tuple(names), replay, commit_adds)
 
 
 def _consume_fields(parts: list[Any]) -> list[list[Any]]:
     """The parts' children, per field; ``parts`` is emptied, so each field's buffers are freed once taken."""
-    _, add_type = _types()
-    by_field = [[part.field(i) for part in parts] for i in range(add_type.num_fields)]
+    by_field = [[part.field(i) for part in parts] for i in range(lean_type().num_fields)]
     parts.clear()
     return by_field
 
 
-def _take(by_field: list[list[Any]], rows: Any) -> Any:
+#: Fields left out of a FileTable when null in every row.
+_MAY_BE_DROPPED = frozenset({"deletionVector"})
+
+
+def _take(by_field: list[list[Any]], rows: Any) -> tuple[Any, frozenset[str]]:
     """One StructArray of the ``rows`` of each field's chunks, built field by field and releasing each
     field's chunks as it goes (Arrow's take of a chunked struct array would first concatenate all of it)."""
     import pyarrow as pa
 
-    _, add_type = _types()
-    columns = []
-    for i, field_type in enumerate(add_type):
+    lean = lean_type()
+    pool = pa.default_memory_pool()
+    columns: dict[str, Any] = {}
+    null = set()
+    # Fields that may be dropped first (their chunks freed at once), the largest (path) last.
+    for i in sorted(range(len(by_field)), key=lambda i: (lean[i].name not in _MAY_BE_DROPPED, lean[i].name == "path")):
+        field_type = lean[i]
         chunks, by_field[i] = by_field[i], []
-        column = pa.chunked_array(chunks, field_type.type).take(rows)
+        if field_type.name in _MAY_BE_DROPPED and all(c.null_count == len(c) for c in chunks):
+            null.add(field_type.name)  # no deletion vector anywhere: no column of nulls (about 24 B a file)
+            continue
+        # Concatenated here, the chunks freed, then taken: Arrow's take of a chunked array would hold the
+        # chunks, their concatenation and the result at once.
+        whole = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks) if chunks else pa.array([], field_type.type)
         del chunks
-        columns.append(column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
-    return pa.StructArray.from_arrays(columns, fields=list(add_type))
+        pool.release_unused()  # the chunks' memory back to the system, not kept for small allocations
+        columns[field_type.name] = whole.take(rows)
+        del whole
+        pool.release_unused()
+    fields = [f for f in lean if f.name in columns]
+    return pa.StructArray.from_arrays([columns[f.name] for f in fields], fields=fields), frozenset(null)
 
 
-def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any) -> tuple[FileTable, list[str]]:
+def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any | None) -> tuple[FileTable, list[str]]:
     """The FileTable of ``live_paths`` (deltalake's, decoded or not); and live paths not found among the adds.
+    With ``live_paths`` None our replay alone decides (``delta/lean_replay.py``: large tables).
 
     The replay of the commits over the checkpoint must give deltalake's live list (compared
     sorted); if it does not, each live path is looked up among all adds instead. ``log``'s parts are
@@ -517,26 +532,29 @@ def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any) -> tu
     """
     import pyarrow as pa
 
-    _, add_type = _types()
     by_field = _consume_fields(log.parts)
-    raw_paths = pa.chunked_array(by_field[add_type.get_field_index("path")], pa.string()).combine_chunks()
-    rows = _sorted_by_path(raw_paths, _replayed_rows(log.checkpoint_size, raw_paths[: log.checkpoint_size], log.replay))
-    paths, live = _decoded(raw_paths), _decoded(live_paths)
+    raw_paths = pa.chunked_array(by_field[lean_type().get_field_index("path")], pa.string())  # not copied
     missing: list[str] = []
-    if not _same_paths(paths.take(rows), live, presorted=paths is raw_paths):
-        matched, missing = _matched_rows(paths, live)
-        rows = _sorted_by_path(raw_paths, matched)
-    del paths, raw_paths
-    loader = None
-    if log.checkpoint:
-        names = log.checkpoint
-        stats = pa.chunked_array(by_field[add_type.get_field_index("stats")], pa.string())
-        commit_stats = stats.slice(log.checkpoint_size).combine_chunks()  # the commits' only: a few rows
+    if live_paths is None:
+        rows = _replayed_sorted(log.checkpoint_size, raw_paths, log.replay)
+    else:
+        raw_paths = raw_paths.combine_chunks()
+        rows = _sorted_by_path(
+            raw_paths, _replayed_rows(log.checkpoint_size, raw_paths[: log.checkpoint_size], log.replay)
+        )
+        paths, live = _decoded(raw_paths), _decoded(live_paths)
+        if not _same_paths(paths.take(rows), live, presorted=paths is raw_paths):
+            matched, missing = _matched_rows(paths, live)
+            rows = _sorted_by_path(raw_paths, matched)
+        del paths
+    del raw_paths
+    return _built(storage, root, log, by_field, rows), missing
 
-        def loader() -> Any:
-            return pa.concat_arrays([*_checkpoint_stats(storage, root, names), commit_stats]).take(rows)
 
-    return FileTable(_take(by_field, rows), log.versions.take(rows), stats_loader=loader), missing
+def _built(storage: Storage, root: str, log: LogAdds, by_field: list[list[Any]], rows: Any) -> FileTable:
+    lazy = LazyFields(storage, root, log.checkpoint, log.checkpoint_size, log.commit_adds, rows)
+    adds, null = _take(by_field, rows)
+    return FileTable(adds, log.versions.take(rows), lazy=lazy, null_fields=null)
 
 
 def build_file_table(

@@ -22,6 +22,7 @@ from . import log as _log
 from .actions import AddFile, DomainMetadata, Metadata, Protocol
 from .column_mapping import mapping_mode, physical_fields, physical_partition_columns
 from .file_table import FileTable, FileView, LogAdds, match_live, read_log_adds
+from .lean_replay import checkpoint_rows, read_protocol_metadata
 from .paths import check_external_path, check_log_path, data_file_location
 from .storage import LocalStorage, Storage, join, storage_for, table_uri
 
@@ -267,10 +268,7 @@ def _check_paths(table: FileTable, root: str) -> None:
     import pyarrow.compute as pc
 
     paths = table.column("path")
-    suspicious = pc.or_(
-        pc.or_(pc.match_substring(paths, ".."), pc.match_substring(paths, "%")),
-        pc.or_(pc.match_substring(paths, "\x00"), pc.match_substring(paths, ":")),
-    )
+    suspicious = pc.match_substring_regex(paths, r"\.\.|[%:\x00]")  # "..", "%", NUL or ":", in one pass
     if not pc.any(suspicious).as_py():
         return
     versions = table.versions
@@ -342,6 +340,32 @@ def _read_adds(storage: Storage, root: str, version: int | None, released: threa
         return None
 
 
+#: From this many checkpoint rows on, our own replay decides the live files (``delta/lean_replay.py``).
+LEAN_REPLAY_ROWS = RELEASE_DELTA_TABLE_FILES
+
+
+def _lean_snapshot(root: str, storage: Storage, version: int | None) -> Snapshot | None:
+    """A large table's snapshot without deltalake: protocol, metadata and live files from our own projected
+    replay (deltalake's load of every add with its stats was the peak of planning). None for a small table,
+    or when anything is unexpected: deltalake's path then reads it (and reports its problems)."""
+    try:
+        listing = _log.list_log(storage, root)
+        if checkpoint_rows(storage, root, version, listing) < LEAN_REPLAY_ROWS:
+            return None
+        v = listing.latest if version is None else version
+        if v not in listing.commits and v not in listing.checkpoints:
+            return None
+        found = read_protocol_metadata(storage, root, v, listing)
+        if found is None:
+            return None
+        table, _ = match_live(storage, root, read_log_adds(storage, root, v, listing), None)
+    except Exception:
+        return None
+    _check_paths(table, root)
+    protocol, metadata = found
+    return Snapshot(root, v, protocol, metadata, FileView(table), storage, table)
+
+
 def load_snapshot(location: str, version: int | None = None, *, storage: Storage | None = None) -> Snapshot:
     """Load a table snapshot (latest by default) through deltalake, every path checked.
 
@@ -350,6 +374,9 @@ def load_snapshot(location: str, version: int | None = None, *, storage: Storage
     using Arrow's threads when the interpreter exits, which aborts the process (apache/arrow#34314).
     """
     root, storage = open_table(location, storage)
+    lean = _lean_snapshot(root, storage, version)
+    if lean is not None:
+        return lean
     released = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log") as pool:  # exit joins the thread
         prefetched = pool.submit(_read_adds, storage, root, version, released)

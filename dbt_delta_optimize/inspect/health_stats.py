@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..delta.actions import parse_stats
 from ..delta.stats_schema import STATS_COLUMNS_KEY, configured_string_prefix_length
-from ..plan.analyze import coverage, named_leaves
+from ..plan.analyze import coverage_of, named_leaves
 
 if TYPE_CHECKING:
     from ..delta.snapshot import Snapshot
@@ -28,7 +28,7 @@ FREE_TEXT_SHARE = 0.5
 
 
 def _leaf_paths(tree: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    if not isinstance(tree, Mapping):
+    if not isinstance(tree, dict):  # parsed JSON: dicts (the Mapping ABC check cost seconds a million files)
         return {prefix} if prefix else set()
     out: set[tuple[str, ...]] = set()
     for k, v in tree.items():
@@ -38,7 +38,7 @@ def _leaf_paths(tree: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]
 
 def _value(tree: Any, path: tuple[str, ...]) -> Any:
     for name in path:
-        tree = tree.get(name) if isinstance(tree, Mapping) else None
+        tree = tree.get(name) if isinstance(tree, dict) else None
     return tree
 
 
@@ -56,27 +56,31 @@ def statistics_coverage(snapshot: Snapshot) -> dict[str, Any]:
     leaves = [leaf for _, leaf in named]
     wanted = {p for p, _ in leaves}
     prefix = configured_string_prefix_length(snapshot.configuration)
-    stats = snapshot.file_table.column("stats").to_pylist() if len(snapshot.file_table) else []
+    table = snapshot.file_table
     missing = incomplete = stats_bytes = 0
     lacking: dict[tuple[str, ...], int] = {}
     stale: dict[tuple[str, ...], int] = {}
     truncated: dict[tuple[str, ...], int] = {}
-    for raw in stats:
-        stats_bytes += len(raw or "")
-        reason = coverage(raw, leaves)
-        missing += reason == "missing"
-        incomplete += reason == "incomplete"
-        parsed = parse_stats(raw) or {}
-        have = _leaf_paths(parsed.get("nullCount"))
-        for p in wanted - have:
-            lacking[p] = lacking.get(p, 0) + 1
-        for p in have - wanted:
-            stale[p] = stale.get(p, 0) + 1
-        for p, f in leaves:
-            hi = _value(parsed.get("maxValues"), p)
-            if f.type == "string" and isinstance(hi, str) and len(hi) > prefix:  # the tie-breaker was appended
-                truncated[p] = truncated.get(p, 0) + 1
-    n = len(stats)
+    strings = [(p, f) for p, f in leaves if f.type == "string"]
+    # One checkpoint row group at a time (not the whole column), each file's stats parsed once.
+    for chunk in table.iter_column("stats") if len(table) else ():
+        for raw in chunk.to_pylist():
+            stats_bytes += len(raw or "")
+            parsed = parse_stats(raw)
+            reason = coverage_of(parsed, leaves)
+            missing += reason == "missing"
+            incomplete += reason == "incomplete"
+            parsed = parsed or {}
+            have = _leaf_paths(parsed.get("nullCount"))
+            for p in wanted - have:
+                lacking[p] = lacking.get(p, 0) + 1
+            for p in have - wanted:
+                stale[p] = stale.get(p, 0) + 1
+            for p, _ in strings:
+                hi = _value(parsed.get("maxValues"), p)
+                if isinstance(hi, str) and len(hi) > prefix:  # the tie-breaker was appended
+                    truncated[p] = truncated.get(p, 0) + 1
+    n = len(table)
     free_text = sorted(".".join(p) for p, c in truncated.items() if n and c / n >= FREE_TEXT_SHARE)
     out: dict[str, Any] = {
         "numFiles": n,

@@ -28,6 +28,7 @@ __all__ = [
     "Reason",
     "analyze_parameters",
     "coverage",
+    "coverage_of",
     "named_leaves",
     "plan_analyze",
     "required_leaves",
@@ -58,16 +59,17 @@ class AnalyzeSnapshot(SnapshotLike, Protocol):
 
 
 def _has(tree: Any, path: tuple[str, ...]) -> bool:
+    # dict, not Mapping: parsed JSON is made of dicts, and the ABC check was most of a million files' time
     for name in path:
-        if not isinstance(tree, Mapping) or name not in tree:
+        if not isinstance(tree, dict) or name not in tree:
             return False
         tree = tree[name]
-    return not isinstance(tree, Mapping)
+    return not isinstance(tree, dict)
 
 
 def _value(tree: Any, path: tuple[str, ...]) -> Any:
     for name in path:
-        tree = tree.get(name) if isinstance(tree, Mapping) else None
+        tree = tree.get(name) if isinstance(tree, dict) else None
     return tree
 
 
@@ -85,7 +87,11 @@ def _leaf_covered(stats: Mapping[str, Any], path: tuple[str, ...], f: StatsField
 
 def coverage(stats: str | None, leaves: Sequence[Leaf]) -> Reason | None:
     """Why a file's stats need recomputing for ``leaves`` (None: they cover them)."""
-    parsed = parse_stats(stats)
+    return coverage_of(parse_stats(stats), leaves)
+
+
+def coverage_of(parsed: Mapping[str, Any] | None, leaves: Sequence[Leaf]) -> Reason | None:
+    """``coverage`` of stats already parsed (``parse_stats``)."""
     if parsed is None or not isinstance(parsed.get("numRecords"), int):
         return "missing"
     return None if all(_leaf_covered(parsed, p, f) for p, f in leaves) else "incomplete"

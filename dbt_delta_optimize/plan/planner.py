@@ -13,13 +13,13 @@ executor (or a caller) reads a bin's files.
 from __future__ import annotations
 
 import json
-from bisect import bisect_right
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal
 
 from ..delta.actions import AddFile
-from ..delta.file_table import FileTable, FileView, RawKey
+from ..delta.file_table import FileTable, FileView, RawKey, RowSlice
 from .config import OptimizeConfig
 from .curve import ClusteringSpec
 from .operation import Operation
@@ -40,7 +40,7 @@ Mode = Literal["compaction", "zorder"]
 Normalizer = Callable[[RawKey], Hashable]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bin:
     """Files of one partition rewritten together into one file (or, for Z-order, into a range of files)."""
 
@@ -187,18 +187,22 @@ def bin_pack_by_size(bins: Sequence[Bin], max_batch_size: int) -> list[tuple[Bin
 def next_fit(sizes: Sequence[int], rows: Sequence[int], max_bin: int) -> list[tuple[list[int], int]]:
     """delta-spark's groupFilesIntoBins packing: rows (sorted by size) next-fit into bins of at most
     ``max_bin`` bytes; (rows, bytes) of each bin. An oversized first file pushes an empty bin."""
-    packed: list[tuple[list[int], int]] = []
-    current: list[int] = []
+    return [(list(rows[lo:hi]), n) for lo, hi, n in next_fit_bounds(sizes, max_bin)]
+
+
+def next_fit_bounds(sizes: Sequence[int], max_bin: int) -> list[tuple[int, int, int]]:
+    """``next_fit`` as (start, end, bytes) of each bin over ``sizes`` (no list of rows per bin)."""
+    packed: list[tuple[int, int, int]] = []
+    start = 0
     current_size = 0
-    for size, r in zip(sizes, rows):
+    for i, size in enumerate(sizes):
         if size + current_size > max_bin:
-            packed.append((current, current_size))
-            current, current_size = [r], size
+            packed.append((start, i, current_size))
+            start, current_size = i, size
         else:
-            current.append(r)
             current_size += size
-    if current:
-        packed.append((current, current_size))
+    if start < len(sizes):
+        packed.append((start, len(sizes), current_size))
     return packed
 
 
@@ -215,15 +219,14 @@ def _num_records(stats: str | None) -> int | None:
 def _too_many_deleted(table: FileTable, rows: Iterable[int], config: OptimizeConfig) -> set[int]:
     """delta-spark's DV rule: rows with a DV and no numRecords (rewritten so the output gets stats), or
     deleted / physical rows above ``max_deleted_rows_ratio`` (numRecords counts the deleted rows too)."""
+    rows = list(rows)
     cardinality = table.column("deletionVector").field("cardinality").to_pylist()
-    stats = None
+    with_dv = [r for r in rows if cardinality[r] is not None]
+    stats = table.values_at("stats", with_dv) if with_dv else []  # read for these rows only
     out = set()
-    for r in rows:
+    for r, raw in zip(with_dv, stats):
         deleted = cardinality[r]
-        if deleted is None:
-            continue
-        stats = stats if stats is not None else table.column("stats").to_pylist()
-        n = _num_records(stats[r])
+        n = _num_records(raw)
         if n is None or (deleted / n if n > 0 else 1.0) > config.max_deleted_rows_ratio:
             out.add(r)
     return out
@@ -238,6 +241,8 @@ def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, m
     if mode != "compaction":
         return considered, set()
     small = pc.and_(considered, pc.less(table.column("size"), config.min_file_size))
+    if not table.has_deletion_vectors():
+        return small, set()
     with_dv = pc.and_(considered, table.column("deletionVector").is_valid())
     if not pc.any(with_dv).as_py():
         return small, set()
@@ -246,16 +251,17 @@ def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, m
     return pc.or_(small, mask), heavy
 
 
-def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[list[int], list[int], list[int]]:
-    """(group, size, row) of every candidate, sorted by group, then size, then path (rows are in path order)."""
-    import pyarrow as pa
+def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[Any, Any, Any]:
+    """(group, size, row) of every candidate as numpy arrays, sorted by group, then size, then path (rows
+    are in path order): no Python object per file."""
+    import numpy as np
     import pyarrow.compute as pc
 
-    rows = pc.indices_nonzero(mask)
-    cols = pa.table({"g": group_of_row.filter(mask), "size": table.column("size").filter(mask), "row": rows})
-    order = pc.sort_indices(cols, sort_keys=[("g", "ascending"), ("size", "ascending"), ("row", "ascending")])
-    cols = cols.take(order)
-    return cols.column("g").to_pylist(), cols.column("size").to_pylist(), cols.column("row").to_pylist()
+    rows = pc.indices_nonzero(mask).to_numpy().astype(np.int64)  # ascending: the last sort key comes free
+    groups = group_of_row.filter(mask).to_numpy(zero_copy_only=False)
+    sizes = table.column("size").filter(mask).to_numpy(zero_copy_only=False)
+    order = np.lexsort((sizes, groups))  # stable: equal (group, size) keep row (path) order
+    return groups[order], sizes[order], rows[order]
 
 
 def _groups(keys: list[RawKey], normalize: Normalizer | None) -> list[int]:
@@ -320,15 +326,26 @@ def select_bins(
     keep_single = mode != "compaction"
     bins: list[Bin] = []
     skipped: list[Mapping[str, str | None]] = []
-    start = 0
-    while start < len(rows):
-        end = bisect_right(groups, groups[start], lo=start)
-        values = dict(zip(partition_columns, keys[codes[min(rows[start:end])].as_py()]))
-        if skip_partition is not None and skip_partition(FileView(table, rows[start:end])):
+    for start, end in _runs(groups):
+        group_rows = rows[start:end]  # a numpy view: a bin's rows are a slice of it
+        values = dict(zip(partition_columns, keys[codes[int(group_rows.min())].as_py()]))
+        if skip_partition is not None and skip_partition(FileView(table, group_rows)):
             skipped.append(values)
-        else:
-            packed = next_fit(sizes[start:end], rows[start:end], max_bin)
-            kept = [(r, n) for r, n in packed if len(r) > 1 or (r and (keep_single or r[0] in heavy))]
-            bins.extend(Bin(values, FileView(table, r, total_size=n)) for r, n in kept)
-        start = end
-    return Selected(FileView(table, pc.indices_nonzero(considered).to_pylist()), tuple(bins), tuple(skipped))
+            continue
+        for lo, hi, n in next_fit_bounds(sizes[start:end].tolist(), max_bin):
+            if hi - lo > 1 or (hi > lo and (keep_single or int(group_rows[lo]) in heavy)):
+                bins.append(Bin(values, FileView(table, RowSlice(rows, start + lo, start + hi), total_size=n)))
+    every = pc.all(considered).as_py() is not False
+    return Selected(
+        FileView(table, None if every else pc.indices_nonzero(considered).to_numpy()), tuple(bins), tuple(skipped)
+    )
+
+
+def _runs(groups: Any) -> list[tuple[int, int]]:
+    """(start, end) of each run of equal values in a sorted numpy array."""
+    import numpy as np
+
+    if not len(groups):
+        return []
+    starts = np.flatnonzero(np.diff(groups)) + 1
+    return list(pairwise([0, *starts.tolist(), len(groups)]))
