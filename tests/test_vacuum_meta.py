@@ -181,3 +181,109 @@ def test_over_sql_the_hook_sends_vacuum_lite_at_the_tables_retention_only_when_d
     conn, record = _Conn([recent]), {}
     vacuum_after_sql(conn, record, "s.t", None, settings)  # type: ignore[arg-type]
     assert len(conn.sent) == 1 and record["vacuum_lite"]["due"] is False and not record["vacuum_lite"]["ran"]
+
+
+def _z85(data: bytes) -> str:
+    chars = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+    out = []
+    for i in range(0, len(data), 4):
+        n = int.from_bytes(data[i : i + 4], "big")
+        out.append("".join(chars[(n // 85**k) % 85] for k in range(4, -1, -1)))
+    return "".join(out)
+
+
+def test_health_estimate_skips_what_live_files_still_use_as_a_dry_run_does(tmp_path):
+    """A removed path added again, a DV swapped on a live file (old DV freed, new kept), a tombstone with an
+    absolute path, and a young tombstone: the estimate, which reads live files only in Arrow, equals the dry
+    run's expired tombstones and unused DVs."""
+    import uuid
+
+    root = tmp_path / "t"
+    (root / "_delta_log").mkdir(parents=True)
+    old = int(time.time() * 1000) - 10 * DAY
+    dvs = {k: uuid.uuid4() for k in ("old", "new")}
+    for k, u in dvs.items():
+        Path(root, f"deletion_vector_{u}.bin").write_bytes(b"d" * (7 if k == "old" else 9))
+    for name in ("a.parquet", "b.parquet", "c.parquet", "d.parquet", "e.parquet", "young.parquet"):
+        Path(root, name).write_bytes(b"x" * 11)
+    for f in root.iterdir():
+        os.utime(f, (old / 1000, old / 1000))  # files older than the retention (VACUUM's other condition)
+
+    def dv(k: str) -> dict[str, object]:
+        return {
+            "storageType": "u",
+            "pathOrInlineDv": _z85(dvs[k].bytes),
+            "offset": 1,
+            "sizeInBytes": 7,
+            "cardinality": 1,
+        }
+
+    def add(path: str, d: str | None = None) -> dict[str, object]:
+        a: dict[str, object] = {
+            "path": path,
+            "partitionValues": {},
+            "size": 11,
+            "modificationTime": old,
+            "dataChange": True,
+        }
+        return {"add": a | ({"deletionVector": dv(d)} if d else {})}
+
+    def rm(path: str, ts: int, d: str | None = None) -> dict[str, object]:
+        r: dict[str, object] = {"path": path, "deletionTimestamp": ts, "dataChange": True, "size": 11}
+        return {"remove": r | ({"deletionVector": dv(d)} if d else {})}
+
+    schema = json.dumps(
+        {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    )
+    commits = [
+        [
+            {
+                "protocol": {
+                    "minReaderVersion": 3,
+                    "minWriterVersion": 7,
+                    "readerFeatures": ["deletionVectors"],
+                    "writerFeatures": ["deletionVectors"],
+                }
+            },
+            {
+                "metaData": {
+                    "id": "x",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": schema,
+                    "partitionColumns": [],
+                    "configuration": {},
+                    "createdTime": old,
+                }
+            },
+            add("a.parquet"),
+            add("b.parquet"),
+            add("c.parquet", "old"),
+            add("young.parquet"),
+            add(f"file://{root}/d.parquet"),
+            add("e.parquet", "new"),
+        ],
+        [
+            rm("a.parquet", old),
+            rm("b.parquet", old),
+            rm(f"file://{root}/d.parquet", old),
+            rm("c.parquet", old, "old"),
+            rm("e.parquet", old, "new"),  # its DV file also holds c's new DV: kept
+            add("c.parquet", "new"),
+        ],
+        [add("a.parquet"), rm("young.parquet", int(time.time() * 1000))],
+    ]
+    for v, actions in enumerate(commits):
+        lines = [{"commitInfo": {"timestamp": old + v, "operation": "WRITE"}}, *actions]
+        Path(root, "_delta_log", f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+        os.utime(Path(root, "_delta_log", f"{v:020d}.json"), (old / 1000, old / 1000))
+
+    planned = vacuum(None, str(root), dry_run=True)
+    state = vacuum_state(load_snapshot(str(root)), now_ms=int(time.time() * 1000))
+    freed = sorted(c.path for c in planned.files)
+    assert freed == [
+        "b.parquet",
+        "d.parquet",
+        f"deletion_vector_{dvs['old']}.bin",
+        "e.parquet",
+    ]  # a is live again, c keeps its new DV
+    assert (state.files, state.bytes, state.dv_files, state.dv_bytes) == (3, 33, 1, 7)

@@ -30,6 +30,7 @@ __all__ = [
     "range_files",
     "read_last_vacuum",
     "read_state",
+    "read_tombstones",
     "write_last_vacuum",
 ]
 
@@ -146,6 +147,22 @@ def read_state(storage: Storage, root: str, version: int, listing: LogListing) -
                 adds.append(_log_file(action["add"], deletion=False))
         live.update((unquote(a.path), a) for a in adds)
     return list(live.values()), dead
+
+
+def read_tombstones(storage: Storage, root: str, version: int, listing: LogListing) -> list[LogFile]:
+    """Every remove at ``version`` (the checkpoint's and the commits' after it), without the live files:
+    what a report needs first, as most tables have no expired tombstone to check against the live set."""
+    dead: list[LogFile] = []
+    cp = listing.checkpoint_at_or_before(version)
+    if cp is not None:
+        names = listing.checkpoints[cp]
+        dead.extend(_log_file(r, deletion=True) for r in _checkpoint_actions(storage, root, names, "remove"))
+    present = set(listing.commits)
+    for v in range(cp + 1 if cp is not None else 0, version + 1):
+        if v in present:
+            actions = _parse_commit(storage.read_bytes(commit_path(root, v)))
+            dead.extend(_log_file(a["remove"], deletion=True) for a in actions if "remove" in a)
+    return dead
 
 
 def range_files(storage: Storage, root: str, start: int, end: int) -> list[LogFile]:

@@ -22,7 +22,7 @@ from typing import Any
 from ..delta.log import LOG_DIR, commit_path, list_log
 from ..delta.snapshot import Snapshot
 from ..delta.storage import join
-from ..delta.vacuum_log import LAST_VACUUM_INFO, read_state
+from ..delta.vacuum_log import LAST_VACUUM_INFO, dv_relative_path, read_tombstones
 from ..plan.vacuum import parse_interval_ms, protected_paths, relative_path
 
 __all__ = ["DEFAULT_RETENTION", "VacuumState", "last_vacuum", "table_retention_ms", "vacuum_state"]
@@ -152,23 +152,62 @@ def last_vacuum(snapshot: Snapshot, *, since_ms: int | None = None, limit: int =
     return found
 
 
+#: Log paths whose decoded form is not already the relative path ``relative_path`` gives (absolute, or not
+#: normalized): matched one by one; every other live path is compared as it is, in Arrow.
+_ODD_PATH = r"^/|://|^file:|//|(^|/)\.\.?(/|$)|/$|^$"
+
+
+def _live_uses(snapshot: Snapshot, paths: set[str], dvs: set[str]) -> set[str]:
+    """Which of ``paths`` (relative, decoded) and ``dvs`` (relative DV files) a live file still uses; the live
+    set is compared in Arrow, without one Python object per live file."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table, root, used = snapshot.file_table, snapshot.location, set[str]()
+    if paths and len(table):
+        decoded = table.decoded_paths()
+        used.update(decoded.filter(pc.is_in(decoded, value_set=pa.array(sorted(paths), pa.string()))).to_pylist())
+        odd = pc.match_substring_regex(decoded, _ODD_PATH)
+        for raw in table.column("path").filter(odd).to_pylist():
+            rel = relative_path(raw, root)
+            if rel in paths:
+                used.add(rel)
+    if dvs and len(table) and table.has_deletion_vectors():
+        column = table.column("deletionVector")
+        for dv in column.filter(pc.is_valid(column)).to_pylist():
+            rel = dv_relative_path(dv)
+            if rel in dvs:
+                used.add(rel)
+    return used
+
+
 def vacuum_state(snapshot: Snapshot, *, now_ms: int) -> VacuumState:
-    """The log-based estimate of what VACUUM would free at the table's retention, and its last run."""
+    """The log-based estimate of what VACUUM would free at the table's retention, and its last run.
+
+    The tombstones are read first; the live files are consulted only for those in the window, and in Arrow.
+    """
     storage, root = snapshot.storage, snapshot.location
     retention = table_retention_ms(snapshot.configuration)
     delete_before = now_ms - retention
-    live, dead = read_state(storage, root, snapshot.version, list_log(storage, root))
-    protected = protected_paths(root, live, dead, delete_before)
+    dead = read_tombstones(storage, root, snapshot.version, list_log(storage, root))
     last = last_vacuum(snapshot)
     done = (last or {}).get("deletedBeforeMs") or 0  # what the last completed run already deleted
+    window = [t for t in dead if done <= t.deletion_timestamp < delete_before]
+    if not window:
+        return VacuumState(retention, 0, 0, 0, 0, last)
+    protected = protected_paths(root, [], dead, delete_before)  # young tombstones and their DVs
+    rels = {t.path: relative_path(t.path, root) for t in window}
+    live = _live_uses(
+        snapshot,
+        {r for r in rels.values() if r is not None and r not in protected},
+        {t.dv_path for t in window if t.dv_path is not None and t.dv_path not in protected},
+    )
     files: dict[str, int] = {}
     dvs: dict[str, int] = {}
-    for t in dead:
-        if t.deletion_timestamp >= delete_before or t.deletion_timestamp < done:
-            continue
-        rel = relative_path(t.path, root)
-        if rel is not None and rel not in protected:
+    for t in window:
+        rel = rels[t.path]
+        if rel is not None and rel not in protected and rel not in live:
             files[rel] = t.size
-        if t.dv_path is not None and t.dv_path not in protected:
+        if t.dv_path is not None and t.dv_path not in protected and t.dv_path not in live:
             dvs[t.dv_path] = t.dv_size
     return VacuumState(retention, len(files), sum(files.values()), len(dvs), sum(dvs.values()), last)
