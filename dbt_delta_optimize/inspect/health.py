@@ -120,83 +120,128 @@ def _zorder_state(num_files: int, tagged: Sequence[Tagged]) -> dict[str, Any]:
     }
 
 
-_Groups = dict[tuple[str | None, ...], tuple[list[int], list[Tagged]]]
+class _Sorted:
+    """The live files' sizes sorted by partition code, then size (numpy), with each partition's bounds: the
+    per-partition numbers come from slices, not from one Python list per partition."""
+
+    def __init__(self, codes: Any, sizes: Any) -> None:
+        import numpy as np
+
+        order = np.lexsort((sizes, codes))
+        self.codes, self.sizes = codes[order], sizes[order]
+        self.order = order
+        cut = np.flatnonzero(np.diff(self.codes)) + 1
+        self.starts = np.concatenate(([0], cut)) if len(self.codes) else np.zeros(0, np.int64)
+        self.ends = np.concatenate((cut, [len(self.codes)])) if len(self.codes) else np.zeros(0, np.int64)
+        # _bucket of each size: floor(log2), 0 for sizes up to 1 (exact below 2**53 bytes)
+        exponent = np.frexp(np.maximum(self.sizes, 1).astype(np.float64))[1] - 1
+        self.buckets = exponent.astype(np.int64)
+        self.cumulative = np.concatenate(([0], np.cumsum(self.sizes)))
 
 
-def _groups(snapshot: Snapshot) -> _Groups:
-    """Sizes and clustering tags per raw partition, from the snapshot's FileTable (no object per file)."""
+def _histogram_of(sorted_: _Sorted, lo: int, hi: int) -> list[dict[str, Any]]:
+    """``histogram`` of the files lo..hi of the sorted sizes (sorted, so each bucket is a range)."""
+    import numpy as np
+
+    buckets = sorted_.buckets[lo:hi]
+    first, last = int(buckets[0]), int(buckets[-1])
+    ks = np.arange(first, last + 2)
+    edges = lo + np.searchsorted(buckets, ks)
+    counts, sums = np.diff(edges), np.diff(sorted_.cumulative[edges])
+    return [
+        {
+            "log2": k,
+            "lower": 0 if k == 0 else 2**k,
+            "upper": 2 ** (k + 1),
+            "label": f"{format_size(2**k)}",
+            "files": int(counts[i]),
+            "bytes": int(sums[i]),
+        }
+        for i, k in enumerate(range(first, last + 1))
+    ]
+
+
+def _tagged(snapshot: Snapshot, codes: Any) -> dict[int, list[Tagged]]:
+    """The clustering tags of the tagged files, per partition code (only tagged files become objects)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = snapshot.file_table
-    codes, keys = table.partition_codes(snapshot.physical_partition_columns)
-    tags = table.column("tags")
-    tag_of = [
-        pc.map_lookup(tags, pa.scalar(t, pa.string()), "first").to_pylist() if len(tags) else []
-        for t in (COLUMNS_TAG, CURVE_TAG)
-    ]
-    groups: _Groups = {k: ([], []) for k in keys}
-    for i, (code, size) in enumerate(zip(codes.to_pylist(), table.sizes)):
-        sizes, tagged = groups[keys[code]]
-        sizes.append(size)
-        if tag_of[0][i] is not None:
-            tagged.append((tag_of[0][i], tag_of[1][i]))
-    return {k: v for k, v in groups.items() if v[0]}
+    tags = snapshot.file_table.column("tags")
+    if not len(tags) or tags.null_count == len(tags):
+        return {}
+    of = [pc.map_lookup(tags, pa.scalar(t, pa.string()), "first") for t in (COLUMNS_TAG, CURVE_TAG)]
+    rows = np.flatnonzero(of[0].is_valid().to_numpy(zero_copy_only=False))
+    taken = [o.take(pa.array(rows)).to_pylist() for o in of]
+    out: dict[int, list[Tagged]] = {}
+    for row, columns, curve in zip(rows.tolist(), *taken):
+        out.setdefault(int(codes[row]), []).append((columns, curve))
+    return out
 
 
 def _partition_entry(
     cols: Sequence[str],
     key: tuple[str | None, ...],
-    sizes: list[int],
+    span: tuple[_Sorted, int, int],
     tagged: list[Tagged],
     min_size: int,
     ac_min_size: int,
 ) -> dict[str, Any]:
-    sizes = sorted(sizes)
+    import numpy as np
+
+    sorted_, lo, hi = span
+    sizes = sorted_.sizes[lo:hi]
+    total, n = int(sorted_.cumulative[hi] - sorted_.cumulative[lo]), hi - lo
     return {
         "partition": _label(cols, key),
         "partitionValues": dict(zip(cols, key)),
-        "numFiles": len(sizes),
-        "sizeBytes": sum(sizes),
-        "minFileSize": sizes[0],
-        "maxFileSize": sizes[-1],
-        "avgFileSize": sum(sizes) / len(sizes),
+        "numFiles": n,
+        "sizeBytes": total,
+        "minFileSize": int(sizes[0]),
+        "maxFileSize": int(sizes[-1]),
+        "avgFileSize": total / n,
         "smallFiles": {
-            "optimize": sum(1 for s in sizes if s < min_size),
-            "autoCompact": sum(1 for s in sizes if s < ac_min_size),
+            "optimize": int(np.searchsorted(sizes, min_size)),
+            "autoCompact": int(np.searchsorted(sizes, ac_min_size)),
         },
-        "zOrder": _zorder_state(len(sizes), tagged),
-        "histogram": histogram(sizes),
+        "zOrder": _zorder_state(n, tagged),
+        "histogram": _histogram_of(sorted_, lo, hi),
     }
 
 
 def _layout(snapshot: Snapshot, min_size: int, ac_min_size: int) -> dict[str, Any]:
     """Everything about one snapshot that needs no planner: per partition files, sizes, small files, Z-order."""
+    import numpy as np
+
     cols = snapshot.partition_columns
-    groups = _groups(snapshot)
+    table = snapshot.file_table
+    codes, keys = table.partition_codes(snapshot.physical_partition_columns)
+    codes = codes.to_numpy(zero_copy_only=False)
+    sorted_ = _Sorted(codes, table.column("size").to_numpy(zero_copy_only=False))
+    tagged = _tagged(snapshot, codes)
+    spans = {
+        keys[int(sorted_.codes[lo])]: (int(sorted_.codes[lo]), int(lo), int(hi))
+        for lo, hi in zip(sorted_.starts, sorted_.ends)
+    }
     partitions = [
-        _partition_entry(cols, key, sizes, tagged, min_size, ac_min_size)
-        for key, (sizes, tagged) in sorted(groups.items(), key=lambda kv: tuple((v is None, v or "") for v in kv[0]))
+        _partition_entry(cols, key, (sorted_, lo, hi), tagged.get(code, []), min_size, ac_min_size)
+        for key, (code, lo, hi) in sorted(spans.items(), key=lambda kv: tuple((v is None, v or "") for v in kv[0]))
     ]
-    all_sizes = [s for sizes, _ in groups.values() for s in sizes]
+    whole = _Sorted(np.zeros(len(codes), np.int64), sorted_.sizes)  # every file, by size
+    n, total = len(whole.sizes), int(whole.cumulative[-1])
+    small = [int(np.searchsorted(whole.sizes, m)) for m in (min_size, ac_min_size)]
     states = [p["zOrder"]["state"] for p in partitions]
     return {
         "table": snapshot.location,
         "version": snapshot.version,
         "partitionColumns": list(cols),
-        "numFiles": len(all_sizes),
-        "sizeBytes": sum(all_sizes),
+        "numFiles": n,
+        "sizeBytes": total,
         "numPartitions": len(partitions),
-        "avgFileSize": (sum(all_sizes) / len(all_sizes)) if all_sizes else 0,
-        "smallFiles": {
-            "optimize": sum(1 for s in all_sizes if s < min_size),
-            "autoCompact": sum(1 for s in all_sizes if s < ac_min_size),
-        },
-        "smallBytes": {
-            "optimize": sum(s for s in all_sizes if s < min_size),
-            "autoCompact": sum(s for s in all_sizes if s < ac_min_size),
-        },
-        "histogram": histogram(all_sizes),
+        "avgFileSize": (total / n) if n else 0,
+        "smallFiles": {"optimize": small[0], "autoCompact": small[1]},
+        "smallBytes": {"optimize": int(whole.cumulative[small[0]]), "autoCompact": int(whole.cumulative[small[1]])},
+        "histogram": _histogram_of(whole, 0, n) if n else [],
         "zOrder": {s: states.count(s) for s in ("all", "some", "none")},
         "partitions": partitions,
     }
