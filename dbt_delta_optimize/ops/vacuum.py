@@ -38,9 +38,7 @@ from ..delta.vacuum_log import (
     write_last_vacuum,
 )
 from ..errors import CorruptLogError, InvalidArgumentError, InvalidConfigError
-from ..inspect.log_cleanup import LogCleanupResult, after_checkpoint, clean_expired_logs
 from ..options import VACUUM_OPTIONS, resolve_values
-from ..plan.log_cleanup import cleanup_enabled
 from ..plan.vacuum import (
     Candidate,
     VacuumPlan,
@@ -63,6 +61,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ..delta.snapshot import Snapshot
+    from ..inspect.log_cleanup import LogCleanupResult
 
 __all__ = ["VacuumMetrics", "vacuum"]
 
@@ -305,9 +304,15 @@ def _read_state(table: Table) -> tuple[list[LogFile], list[LogFile]]:
         raise CorruptLogError(f"The log of '{root}' cannot be read for VACUUM ({exc}). Nothing was deleted.") from exc
 
 
+def _cleanup_after_checkpoint(snapshot: Snapshot, version: int) -> tuple[int, int]:
+    from ..inspect.log_cleanup import after_checkpoint  # only once a commit wrote a checkpoint
+
+    return after_checkpoint(snapshot)(version)
+
+
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
     return (
-        Transaction(snapshot, after_checkpoint=after_checkpoint(snapshot))
+        Transaction(snapshot, after_checkpoint=partial(_cleanup_after_checkpoint, snapshot))
         .commit([], operation, parameters, metrics)
         .version
     )
@@ -317,6 +322,9 @@ def _clean_logs(opened: Table, enabled: bool, *, dry_run: bool) -> LogCleanupRes
     """``clean_logs``: delta-spark's expired log cleanup on demand (after the data files; listed in a dry run)."""
     if not enabled:
         return None
+    from ..inspect.log_cleanup import LogCleanupResult, clean_expired_logs
+    from ..plan.log_cleanup import cleanup_enabled
+
     snapshot = opened.snapshot
     if not cleanup_enabled(snapshot.configuration):
         log.warning("%s: delta.enableExpiredLogCleanup is false; no log files are cleaned up.", opened.name)
