@@ -23,6 +23,15 @@ def test_command_modules_name_exactly_their_commands():
     for module, names in COMMAND_MODULES.items():
         loaded = importlib.import_module(f"dbt_delta_optimize.cli.{module}")
         assert tuple(c.name for c in getattr(loaded, f"{module}_commands")) == names, module
+    # a command module a merge adds must be registered too, or its commands would be missing from the CLI
+    import pkgutil
+
+    import dbt_delta_optimize.cli as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        loaded = importlib.import_module(f"dbt_delta_optimize.cli.{info.name}")
+        tuples = [n for n in vars(loaded) if n.endswith("_commands") and isinstance(vars(loaded)[n], tuple)]
+        assert tuples in ([], [f"{info.name}_commands"]) and (not tuples or info.name in COMMAND_MODULES), info.name
 
 
 def test_help_lists_every_command_with_its_short_help():
