@@ -152,8 +152,9 @@ _BULK_DELETE = 2_000
 def _bulk_unlink(paths: Sequence[str]) -> int:
     """Many local deletes through obstore's ``LocalStore``: object_store runs ten at a time on its own
     threads, without the GIL (as delta-rs deletes). Unlinks wait on the file system's journal when other
-    processes write: 10,000 unlinks in one folder, on the shared 2-core machine while others wrote, took a
-    median 15 s in one Python thread, 7 s in two, 1.1 to 1.3 s in eight and 0.7 to 0.9 s this way. Exact as the one-thread loop: each folder is read first
+    processes write: 10,000 unlinks in one folder, on the shared 2-core machine while others wrote, took
+    (medians of three or four rounds, several times) 15 s in one Python thread, 6 to 7 s in two, 1.0 to
+    1.3 s in eight and 0.6 to 0.9 s this way. Exact as the one-thread loop: each folder is read first
     (names only) and a path missing there is neither deleted nor counted; a batch object_store refuses
     (a file gone since, a name it cannot parse) is deleted again one by one in Python, whose errors
     (a folder, no permission) are raised as the loop's are. Counted: the files there before, gone after."""
