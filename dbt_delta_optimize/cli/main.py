@@ -1,19 +1,19 @@
 """The ``dbt-delta-optimize`` command line: the group, its global options, and ``jars``.
 
-Commands live in ``optimize`` (optimize, auto-compact), ``purge`` and ``inspect`` (info, validate, health,
-history); all run inside the error boundary of ``common``. Exit status: 0 done or nothing to do, 1 partial
+Commands live in ``optimize`` (optimize, auto-compact), ``purge``, ``inspect`` (info, validate, health,
+history), ``maintain``, ``analyze`` and ``vacuum`` (``COMMAND_MODULES``, loaded when used); all run inside the error boundary of ``common``. Exit status: 0 done or nothing to do, 1 partial
 failure or a lost conflict, 2 bad input or an unsupported table (the message says what to fix), 3 retryable
 (store or Spark Connect server unreachable); an error is one ``error:`` line on stderr.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import NoReturn
 
 import click
 
 from ..process_exit import exit_process, status_of
-from .analyze import analyze_commands
 from .common import (
     EXIT_CODES_HELP,
     BoundaryCommand,
@@ -23,16 +23,39 @@ from .common import (
     use_remote,
 )
 from .format import echo_json
-from .inspect import inspect_commands
-from .maintain import maintain_commands
-from .optimize import optimize_commands
-from .purge import purge_commands
-from .vacuum import vacuum_commands
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMAND_MODULES", "cli", "main"]
+
+#: Where each command lives: a module of this package (its ``<module>_commands`` tuple) and the names of
+#: the commands in it. A command's module is imported only when that command runs (or ``--help`` lists
+#: them all): a fresh ``vacuum`` does not compile the other commands and what they import.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "optimize": ("optimize", "auto-compact"),
+    "purge": ("purge",),
+    "inspect": ("info", "validate", "health", "history"),
+    "maintain": ("maintain",),
+    "analyze": ("analyze",),
+    "vacuum": ("vacuum",),
+}
 
 
-@click.group(cls=BoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP)
+class LazyGroup(BoundaryGroup):
+    """The group whose commands (but ``jars``) are loaded from ``COMMAND_MODULES`` on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *(n for names in COMMAND_MODULES.values() for n in names)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            module = next((m for m, names in COMMAND_MODULES.items() if cmd_name in names), None)
+            if module is not None:
+                loaded = importlib.import_module(f".{module}", __package__)
+                for command in getattr(loaded, f"{module}_commands"):
+                    self.add_command(command)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="dbt-delta-optimize")
 @click.option("--debug", is_flag=True, help="Debug logs, and the full cause chain of an error.")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
@@ -66,17 +89,6 @@ def jars(as_json: bool) -> None:
         echo_json({"jars": found})
     else:
         click.echo(",".join(found))
-
-
-for _command in (
-    *optimize_commands,
-    *purge_commands,
-    *inspect_commands,
-    *maintain_commands,
-    *analyze_commands,
-    *vacuum_commands,
-):
-    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

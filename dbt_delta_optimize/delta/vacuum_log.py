@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import unquote
 
 from .checkpoint_v2 import checkpoint_files
-from .deletion_vectors import z85_decode
 from .in_commit_timestamps import in_commit_timestamp
 from .log import LOG_DIR, LogListing, commit_path, read_commit
 from .storage import Storage, join
@@ -60,6 +59,8 @@ def dv_relative_path(dv: Mapping[str, Any] | None) -> str | None:
     text = str(dv.get("pathOrInlineDv") or "")
     if len(text) < 20:
         return None
+    from .deletion_vectors import z85_decode  # only for a DV: a table without any compiles less
+
     prefix, encoded = text[:-20], text[-20:]
     name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
     return f"{prefix}/{name}" if prefix else name

@@ -38,9 +38,7 @@ from ..delta.vacuum_log import (
     write_last_vacuum,
 )
 from ..errors import CorruptLogError, InvalidArgumentError, InvalidConfigError
-from ..inspect.log_cleanup import LogCleanupResult, after_checkpoint, clean_expired_logs
 from ..options import VACUUM_OPTIONS, TaskRunner, resolve_values
-from ..plan.log_cleanup import cleanup_enabled
 from ..plan.vacuum import (
     Candidate,
     VacuumPlan,
@@ -64,6 +62,7 @@ if TYPE_CHECKING:
 
     from ..delta.snapshot import Snapshot
     from ..engine.vacuum_job import ClusterVacuum, SparkListing
+    from ..inspect.log_cleanup import LogCleanupResult
 
 __all__ = ["VacuumMetrics", "vacuum"]
 
@@ -327,9 +326,15 @@ def _cluster(session: Session, task_runner: str, opened: Table) -> ClusterVacuum
     return ClusterVacuum(engine, opened.storage, opened.location, snapshot.partition_columns, opened.name)
 
 
+def _cleanup_after_checkpoint(snapshot: Snapshot, version: int) -> tuple[int, int]:
+    from ..inspect.log_cleanup import after_checkpoint  # only once a commit wrote a checkpoint
+
+    return after_checkpoint(snapshot)(version)
+
+
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
     return (
-        Transaction(snapshot, after_checkpoint=after_checkpoint(snapshot))
+        Transaction(snapshot, after_checkpoint=partial(_cleanup_after_checkpoint, snapshot))
         .commit([], operation, parameters, metrics)
         .version
     )
@@ -339,6 +344,9 @@ def _clean_logs(opened: Table, enabled: bool, *, dry_run: bool) -> LogCleanupRes
     """``clean_logs``: delta-spark's expired log cleanup on demand (after the data files; listed in a dry run)."""
     if not enabled:
         return None
+    from ..inspect.log_cleanup import LogCleanupResult, clean_expired_logs
+    from ..plan.log_cleanup import cleanup_enabled
+
     snapshot = opened.snapshot
     if not cleanup_enabled(snapshot.configuration):
         log.warning("%s: delta.enableExpiredLogCleanup is false; no log files are cleaned up.", opened.name)

@@ -248,7 +248,7 @@ def protected_paths(root: str, live: Iterable[LogFile], tombstones: Iterable[Log
 
 
 def _reason(path: str, expired: set[str]) -> Reason:
-    name = posixpath.basename(path)
+    name = path.rpartition("/")[2]  # posixpath.basename, without its call overhead (once per deleted file)
     if path in expired:
         return "expired tombstone"
     if name.startswith("deletion_vector_") and name.endswith(".bin"):
@@ -264,9 +264,15 @@ class _Folders:
 
     seen: set[str] = field(default_factory=set)
     busy: set[str] = field(default_factory=set)
+    #: folders whose whole chain of parents is in ``seen`` already (a folder's files cost one lookup)
+    chained: set[str] = field(default_factory=set)
 
     def file(self, path: str, stays: bool) -> None:
-        for d in _parents(path):
+        folder = path.rpartition("/")[0]
+        if not folder or (folder in self.busy if stays else folder in self.chained):
+            return  # a file at the root, or a folder (and its parents) already marked
+        self.chained.add(folder)
+        for d in (folder, *_parents(folder)):
             self.seen.add(d)
             if stays:
                 self.busy.add(d)
