@@ -129,6 +129,10 @@ def test_clean_chunks_take_the_arrow_path_and_equal_json_loads(mapped):
         alone = count_arrow(pa.array([one], pa.large_string()), leaves, 32)
         assert alone is None or alone == count_python([one], leaves, 32)
     assert count_arrow(pa.array([None, ""]), leaves, 32) == count_python([None, ""], leaves, 32)
+    sliced = pa.array(["x", *values, "y"])[1:-1]  # a slice of a chunk, its offsets not at 0
+    assert count_arrow(sliced, leaves, 32) == count_python(values, leaves, 32)
+    stated = [v for v in values if v]
+    assert count_arrow(pa.array(["x", *stated])[1:], leaves, 32) == count_python(stated, leaves, 32)
 
 
 @pytest.mark.parametrize("bad", HOSTILE)

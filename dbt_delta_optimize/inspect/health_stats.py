@@ -50,6 +50,7 @@ def statistics_coverage(snapshot: Snapshot) -> dict[str, Any]:
         for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else (column,):
             got = count_arrow(chunk, leaves, prefix)
             counts.add(got if got is not None else count_python(chunk.to_pylist(), leaves, prefix))
+    pa.default_memory_pool().release_unused()  # the parsed chunks' pages, before the report's later peaks
     missing, incomplete, stats_bytes = counts.missing, counts.incomplete, counts.stats_bytes
     lacking, stale, truncated = counts.lacking, counts.stale, counts.truncated
     n = len(table)

@@ -133,12 +133,12 @@ def _parse(rows: pa.Array) -> pa.StructArray | None:
         return None
     if pc.any(pc.match_substring(rows, "\n")).as_py() or pc.any(pc.match_substring(rows, "\r")).as_py():
         return None
-    if not pc.all(pc.starts_with(pc.utf8_ltrim(rows, characters=" \t"), "{")).as_py():
+    if not pc.all(pc.match_substring_regex(rows, r"^[ \t]*\{")).as_py():
         return None
-    joined = pc.binary_join(
-        pa.LargeListArray.from_arrays(pa.array([0, len(rows)], pa.int64()), rows),
-        pa.scalar("\n", pa.large_string()),
-    )[0].as_buffer()
+    large = pa.types.is_large_string(rows.type)
+    bounds = pa.array([0, len(rows)], pa.int64() if large else pa.int32())
+    whole = (pa.LargeListArray if large else pa.ListArray).from_arrays(bounds, rows)
+    joined = pc.binary_join(whole, pa.scalar("\n", rows.type))[0].as_buffer()
     try:
         table = pj.read_json(pa.BufferReader(joined), parse_options=pj.ParseOptions(unexpected_field_behavior="infer"))
     except pa.ArrowException:  # malformed, or a type that changes between rows
@@ -185,10 +185,12 @@ def _covered(root: pa.StructArray, leaves: Sequence[Leaf], records: pa.Array) ->
 
 def count_arrow(chunk: pa.Array, leaves: Sequence[Leaf], prefix: int) -> Counts | None:
     """``count_python`` of a chunk through Arrow's JSON reader; None when it cannot promise the same counts."""
-    chunk = chunk.cast(pa.large_string())
+    if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
+        chunk = chunk.cast(pa.large_string())
     lengths = pc.fill_null(pc.utf8_length(chunk), 0)
     out = Counts(stats_bytes=int(pc.sum(lengths).as_py() or 0))
-    rows = chunk.filter(pc.greater(lengths, 0))
+    stated = pc.greater(lengths, 0)
+    rows = chunk if pc.all(stated).as_py() else chunk.filter(stated)
     empty = len(chunk) - len(rows)  # no stats: missing, and lacking every stats column
     wanted = {p for p, _ in leaves}
     strings = [p for p, f in leaves if f.type == "string"]
