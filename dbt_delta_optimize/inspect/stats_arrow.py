@@ -123,6 +123,10 @@ def _struct_leaves(t: pa.DataType, prefix: Path = ()) -> list[tuple[Path, pa.Dat
     return out
 
 
+def _constant(n: int, value: bool) -> pa.Array:
+    return pc.fill_null(pa.nulls(n, pa.bool_()), value)  # not pa.repeat: it imports pandas (0.4 s and more)
+
+
 def _count(mask: pa.Array | None) -> int:
     return 0 if mask is None else int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
 
@@ -166,8 +170,7 @@ def _types_alike(root: pa.StructArray, strings: Sequence[Path]) -> bool:
 
 def _covered(root: pa.StructArray, leaves: Sequence[Leaf], records: pa.Array) -> pa.Array:
     """``plan.analyze._leaf_covered`` of every leaf, per row."""
-    none = pa.repeat(False, len(root))
-    out = pa.repeat(True, len(root))
+    none, out = _constant(len(root), False), _constant(len(root), True)
     for p, f in leaves:
         nulls = _has(root, ("nullCount", *p))
         if nulls is None:
@@ -198,7 +201,7 @@ def count_arrow(chunk: pa.Array, leaves: Sequence[Leaf], prefix: int) -> Counts 
     if root is None or not _types_alike(root, strings):
         return None
     records = _at(root, ("numRecords",))
-    known = records[1] if records else pa.repeat(False, len(root))
+    known = records[1] if records else _constant(len(root), False)
     out.missing = empty + len(root) - _count(known)
     covered = _covered(root, leaves, records[0] if records else pa.nulls(len(root), pa.int64()))
     out.incomplete = _count(pc.and_(known, pc.invert(covered)))
