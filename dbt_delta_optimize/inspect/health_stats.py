@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..delta.actions import parse_stats
+import pyarrow as pa
+
 from ..delta.stats_schema import STATS_COLUMNS_KEY, configured_string_prefix_length
-from ..plan.analyze import coverage_of, named_leaves
+from ..plan.analyze import named_leaves
+from .stats_arrow import Counts, count_arrow, count_python
 
 if TYPE_CHECKING:
     from ..delta.snapshot import Snapshot
@@ -25,21 +27,6 @@ __all__ = ["LARGE_STATS_BYTES", "statistics_coverage"]
 LARGE_STATS_BYTES = 2048
 #: Share of files whose string max is truncated for the column to count as free text.
 FREE_TEXT_SHARE = 0.5
-
-
-def _leaf_paths(tree: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    if not isinstance(tree, dict):  # parsed JSON: dicts (the Mapping ABC check cost seconds a million files)
-        return {prefix} if prefix else set()
-    out: set[tuple[str, ...]] = set()
-    for k, v in tree.items():
-        out |= _leaf_paths(v, (*prefix, str(k)))
-    return out
-
-
-def _value(tree: Any, path: tuple[str, ...]) -> Any:
-    for name in path:
-        tree = tree.get(name) if isinstance(tree, dict) else None
-    return tree
 
 
 def _recommendation(table: str, out: Mapping[str, Any], keep: list[str]) -> str | None:
@@ -54,32 +41,18 @@ def statistics_coverage(snapshot: Snapshot) -> dict[str, Any]:
     """Coverage of the live files' stats against the table's stats columns, and what to do about it."""
     named = named_leaves(snapshot)
     leaves = [leaf for _, leaf in named]
-    wanted = {p for p, _ in leaves}
     prefix = configured_string_prefix_length(snapshot.configuration)
     table = snapshot.file_table
-    missing = incomplete = stats_bytes = 0
-    lacking: dict[tuple[str, ...], int] = {}
-    stale: dict[tuple[str, ...], int] = {}
-    truncated: dict[tuple[str, ...], int] = {}
-    strings = [(p, f) for p, f in leaves if f.type == "string"]
-    # One checkpoint row group at a time (not the whole column), each file's stats parsed once.
-    for chunk in table.iter_column("stats") if len(table) else ():
-        for raw in chunk.to_pylist():
-            stats_bytes += len(raw or "")
-            parsed = parse_stats(raw)
-            reason = coverage_of(parsed, leaves)
-            missing += reason == "missing"
-            incomplete += reason == "incomplete"
-            parsed = parsed or {}
-            have = _leaf_paths(parsed.get("nullCount"))
-            for p in wanted - have:
-                lacking[p] = lacking.get(p, 0) + 1
-            for p in have - wanted:
-                stale[p] = stale.get(p, 0) + 1
-            for p, _ in strings:
-                hi = _value(parsed.get("maxValues"), p)
-                if isinstance(hi, str) and len(hi) > prefix:  # the tie-breaker was appended
-                    truncated[p] = truncated.get(p, 0) + 1
+    counts = Counts()
+    # One checkpoint row group at a time (not the whole column): through Arrow's JSON reader, or each
+    # file's stats parsed with json.loads where Arrow could read a chunk differently.
+    for column in table.iter_column("stats") if len(table) else ():
+        for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else (column,):
+            got = count_arrow(chunk, leaves, prefix)
+            counts.add(got if got is not None else count_python(chunk.to_pylist(), leaves, prefix))
+    pa.default_memory_pool().release_unused()  # the parsed chunks' pages, before the report's later peaks
+    missing, incomplete, stats_bytes = counts.missing, counts.incomplete, counts.stats_bytes
+    lacking, stale, truncated = counts.lacking, counts.stale, counts.truncated
     n = len(table)
     free_text = sorted(".".join(p) for p, c in truncated.items() if n and c / n >= FREE_TEXT_SHARE)
     out: dict[str, Any] = {

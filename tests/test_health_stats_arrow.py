@@ -1,0 +1,153 @@
+"""Health's statistics coverage through Arrow's JSON reader equals the per-file json.loads path (the oracle),
+on clean stats and on hostile ones (where the Arrow path must give the same counts or hand the chunk back).
+
+No Spark: snapshots made by hand, as tests/test_analyze_validate.py does.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from dbt_delta_optimize.delta.actions import AddFile, Metadata, Protocol
+from dbt_delta_optimize.delta.snapshot import Snapshot
+from dbt_delta_optimize.inspect import health_stats
+from dbt_delta_optimize.inspect.stats_arrow import count_arrow, count_python
+from dbt_delta_optimize.plan.analyze import named_leaves
+
+
+def _field(name: str, t: object, physical: str | None = None) -> dict:
+    meta = {"delta.columnMapping.physicalName": physical} if physical else {}
+    return {"name": name, "type": t, "nullable": True, "metadata": meta}
+
+
+def _schema(mapped: bool) -> str:
+    n = (lambda s: f"col-{s}") if mapped else (lambda s: None)
+    inner = {"type": "struct", "fields": [_field("a", "integer", n("a")), _field("b", "string", n("b"))]}
+    fields = [
+        _field("id", "long", n("id")),
+        _field("note", "string", n("note")),
+        _field("s", inner, n("s")),
+        _field("flag", "boolean", n("flag")),
+    ]
+    return json.dumps({"type": "struct", "fields": fields})
+
+
+def _snapshot(stats: list[str | None], *, mapped: bool = False) -> Snapshot:
+    conf = {"delta.columnMapping.mode": "name"} if mapped else {}
+    files = tuple(AddFile(f"f{i}", {}, 10, 1, stats=s) for i, s in enumerate(stats))
+    return Snapshot("/t", 1, Protocol(1, 2), Metadata("x", _schema(mapped), (), conf), files)
+
+
+def _stats(mapped: bool = False, **over: object) -> str:
+    k = (lambda s: f"col-{s}") if mapped else (lambda s: s)
+    base: dict = {
+        "numRecords": 3,
+        "minValues": {k("id"): 1, k("note"): "a", k("s"): {k("a"): 1, k("b"): "x"}},
+        "maxValues": {k("id"): 9, k("note"): "z", k("s"): {k("a"): 5, k("b"): "y"}},
+        "nullCount": {k("id"): 0, k("note"): 0, k("s"): {k("a"): 0, k("b"): 0}, k("flag"): 1},
+        "tightBounds": True,
+    }
+    base.update(over)
+    return json.dumps(base)
+
+
+def _clean(mapped: bool = False) -> list[str | None]:
+    k = (lambda s: f"col-{s}") if mapped else (lambda s: s)
+    full = json.loads(_stats(mapped))
+    no_b = {**full["nullCount"], k("s"): {k("a"): 0}}
+    note_nulls = {**full["nullCount"], k("note"): 3}
+    note_some = {**full["nullCount"], k("note"): 2}
+    unbounded_note = {k("id"): 1, k("s"): full["minValues"][k("s")]}
+    return [
+        _stats(mapped),
+        None,
+        "",
+        _stats(mapped, nullCount=no_b),  # incomplete: s.b has no null count
+        _stats(mapped, nullCount=note_nulls, minValues=unbounded_note, maxValues=unbounded_note),  # all null: covered
+        _stats(mapped, nullCount=note_some, minValues=unbounded_note, maxValues=unbounded_note),  # incomplete
+        _stats(mapped, maxValues={**full["maxValues"], k("note"): "x" * 33}),  # truncated
+        _stats(mapped, maxValues={**full["maxValues"], k("note"): "x" * 32}),  # at the prefix: not truncated
+        _stats(mapped, maxValues={**full["maxValues"], k("note"): "\u00e9" * 33}),  # 33 characters, 66 bytes
+        _stats(mapped, nullCount={**full["nullCount"], "gone": 0, "old": {"x": 0, "y": {"z": 0}}}),  # stale
+        json.dumps({"minValues": {k("id"): 1}, "nullCount": {k("id"): 0}}),  # no numRecords: missing
+        json.dumps({"numRecords": 4}),  # no null counts: incomplete, lacking every column
+        _stats(mapped, maxValues={**full["maxValues"], k("s"): {}}),  # s.b bounds missing
+        '  {"numRecords": 2, "nullCount": {}}\t',
+        _stats(mapped, nullCount={**full["nullCount"], k("s"): {k("a"): 0, k("b"): 0, "c": {}}}),
+        '{"numRecords":1,"minValues":{"note":"a b c"},"nullCount":{"null":0}}',  # "null" as a key
+    ]
+
+
+HOSTILE = [
+    '{"numRecords":',  # malformed
+    '{"numRecords":1,"nullCount":{"id":null}}',  # JSON null: present for json.loads, absent for Arrow
+    '{"numRecords":null}',
+    "null",
+    "[1]",
+    "1",
+    '{"numRecords":1} {"numRecords":2}',  # two objects in one row
+    "   ",
+    '{\n"numRecords": 1}',
+    '{"numRecords":1.0}',
+    '{"numRecords":true}',
+    '{"numRecords":' + str(2**70) + "}",
+    '{"numRecords":1,"nullCount":{"id":"0"}}',
+    '{"numRecords":1,"nullCount":{"id":0,"id":1}}',  # duplicate key
+    '\ufeff{"numRecords":1}',
+    '{"numRecords":1,"nullCount":{"id":NaN}}',
+    '{"numRecords":1,"nullCount":{"id":1.0}}',
+    '{"numRecords":1,"maxValues":{"note":"\\ud800"}}',  # lone surrogate
+    '{"numRecords":1,"maxValues":{"note":"2024-01-01"}}',  # Arrow infers a timestamp from it
+    '{"numRecords":1,"maxValues":{"id":"x"}}',  # conflicts with the clean rows' integer
+    '{"numRecords":1,"nullCount":{"s":0}}',  # a leaf where the clean rows have a struct
+    '{"numRecords":1,"nullCount":{"note":true}}',
+    '{"numRecords":1,"maxValues":{"note":["x"]}}',
+    '{"numRecords":1,"maxValues":{"note":' + json.dumps("n\u00e9" * 40) + "}}",
+    '{"numRecords":1}x',
+    "{}",
+]
+
+
+def _leaves(mapped: bool) -> list:
+    return [leaf for _, leaf in named_leaves(_snapshot([], mapped=mapped))]
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_clean_chunks_take_the_arrow_path_and_equal_json_loads(mapped):
+    values = _clean(mapped)
+    leaves = _leaves(mapped)
+    for prefix in (32, 4):
+        got = count_arrow(pa.array(values), leaves, prefix)
+        assert got is not None and got == count_python(values, leaves, prefix)
+    got = count_arrow(pa.array(values), leaves, 32)
+    assert got is not None and got.missing == 3 and got.incomplete == 6 and got.truncated
+    assert got.stale and got.lacking and got.stats_bytes == sum(len(v or "") for v in values)
+    for one in values:  # each row alone too (other types inferred from one row)
+        alone = count_arrow(pa.array([one], pa.large_string()), leaves, 32)
+        assert alone is None or alone == count_python([one], leaves, 32)
+    assert count_arrow(pa.array([None, ""]), leaves, 32) == count_python([None, ""], leaves, 32)
+    sliced = pa.array(["x", *values, "y"])[1:-1]  # a slice of a chunk, its offsets not at 0
+    assert count_arrow(sliced, leaves, 32) == count_python(values, leaves, 32)
+    stated = [v for v in values if v]
+    assert count_arrow(pa.array(["x", *stated])[1:], leaves, 32) == count_python(stated, leaves, 32)
+
+
+@pytest.mark.parametrize("bad", HOSTILE)
+def test_hostile_stats_give_the_same_counts_or_fall_back(bad):
+    leaves = _leaves(False)
+    for values in ([bad], [*_clean(), bad], [bad, *_clean()]):
+        for prefix in (32, 4):  # 4: the date string is a truncated max, which a timestamp would hide
+            got = count_arrow(pa.array(values), leaves, prefix)
+            assert got is None or got == count_python(values, leaves, prefix), values
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_statistics_coverage_equals_the_python_path(mapped, monkeypatch):
+    snap = _snapshot([*_clean(mapped), *HOSTILE] if not mapped else _clean(mapped), mapped=mapped)
+    fast = health_stats.statistics_coverage(snap)
+    monkeypatch.setattr(health_stats, "count_arrow", lambda *a: None)
+    assert fast == health_stats.statistics_coverage(snap)
+    assert fast["filesWithoutStats"] and fast["filesIncomplete"] and fast["staleColumns"]
