@@ -6,7 +6,8 @@ each (a warm session: first-call imports and JIT are not counted), alternating t
 repeats, and prints median wall times, the ratios ours/delta-spark and ours/delta-rs, and a raw
 pyarrow read+write of the same bytes as the physical floor.
 
-    .venv/bin/python bench/run.py                 # small (20 x 100 files) and large (>= 1 GB) cases
+    .venv/bin/python bench/run.py                 # small (20 x 100 files), tiny (10 x 500 files of <= 8 KB)
+                                                  # and large (>= 1 GB) cases
     .venv/bin/python bench/run.py --cases small --repeats 3
 """
 
@@ -174,7 +175,7 @@ def bench_case(spark, work: str, name: str, partitions: int, files: int, rows: i
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default="small,large", help="comma list of: small, large")
+    ap.add_argument("--cases", default="small,tiny,large", help="comma list of: small, tiny, large")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--large-rows", type=int, default=20_000_000, help="rows of the large case (~1.08 GB at 20M)")
     ap.add_argument("--work", default=None)
@@ -192,7 +193,8 @@ def main() -> int:
     spark.sparkContext.setLogLevel("FATAL")
     print(f"Spark {spark.version}, {spark.sparkContext.defaultParallelism} cores, work dir {work}", flush=True)
     results = []
-    cases = {"small": (20, 100, 2_000_000), "large": (20, 100, args.large_rows)}
+    # tiny: 10 partitions x 500 files of 60 rows (about 5.5 KB each), the appends of dbt incremental models
+    cases = {"small": (20, 100, 2_000_000), "tiny": (10, 500, 300_000), "large": (20, 100, args.large_rows)}
     for name in args.cases.split(","):
         parts, files, rows = cases[name]
         results.append(bench_case(spark, work, name, parts, files, rows, args.repeats))

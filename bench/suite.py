@@ -74,7 +74,7 @@ METRICS = [
         "local",
         "2,000 files / 114 MB, ours / delta-rs compact",
         lambda r: _case(r, "small")["ours_vs_delta_rs"],
-        0.7,
+        0.5,
         _per_repeat("ours", "delta-rs", "small"),
     ),
     Metric(
@@ -216,6 +216,14 @@ METRICS = [
         lambda r: [n / r["input_bytes"] for n in r["bytes_through"]["inside the store"]],
     ),
     Metric(
+        "local_tiny_vs_delta_rs",
+        "local",
+        "5,000 files of <= 8 KB (10 partitions), ours / delta-rs compact",
+        lambda r: _case(r, "tiny")["ours_vs_delta_rs"],
+        0.5,
+        _per_repeat("ours", "delta-rs", "tiny"),
+    ),
+    Metric(
         "s3_copy_time_vs_through",
         "s3_server_copy",
         "S3 (moto) 8 x 64 MiB row groups, copy inside the store / through the process (time)",
@@ -226,7 +234,7 @@ METRICS = [
 ]
 
 BENCHES: dict[str, list[str]] = {
-    "local": ["run.py", "--cases", "small,large", "--repeats", "3"],
+    "local": ["run.py", "--cases", "small,tiny,large", "--repeats", "3"],
     "s3": ["s3_compact.py", "--repeats", "3"],
     "cluster": ["cluster_compact.py", "--repeats", "3"],
     "dbt_hook": ["dbt_hook.py", "--repeats", "3"],

@@ -192,6 +192,8 @@ def _commit_once(
     dvs = sum(1 for f in files_read if f.deletion_vector is not None)
     metrics = operation_metrics([a.size for a in adds], [r.size or 0 for r in removes], dvs)
     live = LiveFiles(snapshot)  # the removes' live files, looked up once for both checks
+    if plan.read_version == snapshot.version:  # the bins' inputs are this version's live files
+        live.remember(files_read)  # so they are not converted from Arrow a second time
     checked = None
     if config.validate_commits:
         report = validate_actions(snapshot, adds, removes, live=live)

@@ -87,6 +87,12 @@ class LiveFiles:
         out.update((p, f) for (p, _), f in zip(hits, files))
         return out
 
+    def remember(self, files: Iterable[AddFile]) -> None:
+        """Files the caller read from this very snapshot (a bin's inputs): looked up without converting
+        their rows from Arrow a second time. Passing files of another snapshot would be a bug."""
+        for f in files:
+            self._found.setdefault(norm_path(f.path, self.root), f)
+
     def get(self, path: str) -> AddFile | None:
         """The live file of a normalized path."""
         return self.lookup([path])[path]

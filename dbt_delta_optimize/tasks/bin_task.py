@@ -86,9 +86,12 @@ def _writer(where: Any, target: Any, compression: str, dictionary: list[str] | b
 
 
 def _write(tables: Iterable[Any], where: Any, task: BinTask, target: Any) -> tuple[int, Any]:
-    """Stream ``tables`` into one Parquet file at ``where``; (rows, footer metadata)."""
-    import pyarrow as pa
+    """Stream ``tables`` into one Parquet file at ``where``; (rows, footer metadata).
 
+    Row groups are buffered up to ``task.row_group_bytes`` (Arrow buffer sizes: ``nbytes`` walks
+    every array for its slice offsets, 13 us per small table). Many small tables make a row group
+    of many short chunks, which the writer encodes chunk by chunk: they are joined into one first.
+    """
     writer = None
     rows = 0
     buffered: list[Any] = []
@@ -96,19 +99,36 @@ def _write(tables: Iterable[Any], where: Any, task: BinTask, target: Any) -> tup
     try:
         for t in tables:
             buffered.append(t)
-            size += t.nbytes
+            size += t.get_total_buffer_size()
             rows += t.num_rows
             if size >= task.row_group_bytes:
                 writer = writer or _writer(where, target, task.compression, _dictionary(buffered, target))
-                writer.write_table(pa.concat_tables(buffered), row_group_size=max(1, sum(b.num_rows for b in buffered)))
+                _write_row_group(writer, buffered)
                 buffered, size = [], 0
         writer = writer or _writer(where, target, task.compression, _dictionary(buffered, target))
         if buffered:
-            writer.write_table(pa.concat_tables(buffered), row_group_size=max(1, sum(b.num_rows for b in buffered)))
+            _write_row_group(writer, buffered)
     finally:
         if writer is not None:
             writer.close()
     return rows, writer.writer.metadata
+
+
+#: Above this many buffered tables a row group is joined into contiguous arrays before it is encoded.
+_JOIN_CHUNKS = 16
+
+
+def _write_row_group(writer: Any, buffered: list[Any]) -> None:
+    import pyarrow as pa
+
+    table = pa.concat_tables(buffered)
+    if len(buffered) > _JOIN_CHUNKS:
+        table = table.combine_chunks()
+    writer.write_table(table, row_group_size=max(1, table.num_rows))
+
+
+#: Rows of the first tables at hand that ``_dictionary`` judges the columns from.
+_SAMPLE_ROWS = 10_000
 
 
 def _dictionary(buffered: list[Any], target: Any) -> list[str] | bool:
@@ -116,14 +136,21 @@ def _dictionary(buffered: list[Any], target: Any) -> list[str] | bool:
 
     A column of mostly distinct values (ids, uuids, measures) only costs time in a dictionary: the
     writer fills one, then gives up. Nested schemas keep the writer's default (dictionary on), since
-    a per-column list would have to name their leaves.
+    a per-column list would have to name their leaves. Only the first tables up to ``_SAMPLE_ROWS``
+    rows are joined for the sample, not every buffered one.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not buffered or any(pa.types.is_nested(f.type) for f in target):
         return True
-    sample = pa.concat_tables(buffered).slice(0, 10_000)
+    head, n = [], 0
+    for t in buffered:
+        head.append(t)
+        n += t.num_rows
+        if n >= _SAMPLE_ROWS:
+            break
+    sample = pa.concat_tables(head).slice(0, _SAMPLE_ROWS)
     keep = []
     for field in target:
         column = sample.column(field.name)
