@@ -127,6 +127,7 @@ def test_delta_spark_v2_checkpoints_with_sidecars_feed_our_readers(spark, tmp_pa
     assert all(f.stats for f in snap.files), "stats come from the sidecars"
     before = rows_spark(spark, q)
     r = CliRunner().invoke(cli, ["optimize", q, "--json"], catch_exceptions=False)
-    assert r.exit_code == 0 and json.loads(r.stdout)["numFilesRemoved"] == len(live)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["numFilesRemoved"] == len(live)
     _clear_spark_cache(spark)
     assert rows_spark(spark, q) == before and rows_deltalake(q) == before
