@@ -14,11 +14,14 @@ import time
 from pathlib import Path
 
 from dbt_delta_optimize.delta.storage import LocalStorage
-from dbt_delta_optimize.engine.vacuum_job import delete_tasks
+from dbt_delta_optimize.engine.task_runner import JobEnded
+from dbt_delta_optimize.engine.vacuum_job import _Tally, delete_tasks
 from dbt_delta_optimize.plan.vacuum import Candidate, VacuumPlan
 from dbt_delta_optimize.tasks.messages import (
     DeletedFiles,
     DeleteTask,
+    Failed,
+    Fallback,
     ListedPrefix,
     ListTask,
     StoreRef,
@@ -155,3 +158,16 @@ def test_many_prefixes_share_tasks_and_each_is_listed_once(spark, tmp_path, monk
     prefixes = [p for line in listed for p in line.split(", ")]
     assert len(listed) == 4 * spark.sparkContext.defaultParallelism == 8, listed  # 32 prefixes, 8 tasks
     assert sorted(prefixes) == sorted(["p=a", "p=b", *(f"p=x{i:02d}" for i in range(30))])
+
+
+def test_a_failed_task_counts_as_answered_and_the_last_reason_is_kept():
+    """The listing and the deletes read a job's other events alike: a failed task is not redone in the driver
+    (its failure is raised), and the warning for tasks without an answer gives the executors' reason."""
+    tally = _Tally()
+    tally.note(Fallback(1, "No module named 'pyarrow'"))
+    tally.note(Failed(2, "storage", "OSError", "disk gone", "p=a/x.parquet", True))
+    tally.note(JobEnded(None))
+    assert tally.got == {2} and [f.bin_id for f in tally.failed] == [2] and tally.why == "No module named 'pyarrow'"
+    error = RuntimeError("cancelled")
+    tally.note(JobEnded(error))
+    assert tally.why is error and _Tally().why == "the executors cannot run the task"

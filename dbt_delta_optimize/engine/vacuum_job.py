@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import queue
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..delta.file_info import Listed
@@ -131,12 +131,10 @@ class SparkListing:
 
     def __iter__(self) -> Iterator[Listed]:
         yield from self.top
-        got: set[int] = set()
-        failed: list[Failed] = []
-        why: object = "the executors cannot run the task"
+        tally = _Tally()
         for event in self._outcomes or ():
             if isinstance(event, ListedPrefix):
-                got.add(event.bin_id)
+                tally.got.add(event.bin_id)
                 self.spark_tasks += 1
                 log.info("vacuum: %s listed by %s on %s (package: %s)", ", ".join(self.tasks[event.bin_id].prefixes) or "/",
                          event.worker.python, event.worker.host, event.worker.package)  # fmt: skip
@@ -144,18 +142,14 @@ class SparkListing:
                     yield Listed(path, size, mtime)
                 for folder in event.folders:
                     yield Listed(folder, 0, 0, True)
-            elif isinstance(event, Failed):
-                failed.append(event)
-            elif isinstance(event, Fallback):
-                why = event.reason
-            elif isinstance(event, JobEnded) and event.error is not None:
-                why = event.error
-        if failed:
-            raise _failure(self.cluster.table, "listing", failed)
-        rest = [t for t in self.tasks if t.bin_id not in got]
+            else:
+                tally.note(event)
+        if tally.failed:
+            raise _failure(self.cluster.table, "listing", tally.failed)
+        rest = [t for t in self.tasks if t.bin_id not in tally.got]
         if rest:
             log.warning("vacuum: %d prefix(es) of %s got no listing from the Spark job (%s); listing them in the driver",
-                        sum(len(t.prefixes) for t in rest), self.cluster.table, why)  # fmt: skip
+                        sum(len(t.prefixes) for t in rest), self.cluster.table, tally.why)  # fmt: skip
         c = self.cluster
         for task in rest:
             self.driver_tasks += 1
@@ -210,9 +204,7 @@ class ClusterVacuum:
         files deleted and the folders removed. A failed batch is raised once the job has ended."""
         tasks = delete_tasks(self.store, plan, batch)
         count = _Count(len(plan.files), progress)
-        got: set[int] = set()
-        failed: list[Failed] = []
-        why: object = "the executors cannot run the task"
+        tally = _Tally()
         if tasks:
             events: queue.Queue[Any] = queue.Queue()
             job = start_task_job(self.engine, tasks, f"ddo-vacuum-delete-{id(plan):x}",
@@ -220,22 +212,17 @@ class ClusterVacuum:
             outcomes = _Outcomes(job, events)
             try:
                 for event in outcomes:
-                    if isinstance(event, (DeletedFiles, Failed)):
-                        got.add(event.bin_id)
                     if isinstance(event, DeletedFiles):
+                        tally.got.add(event.bin_id)
                         count.add(event.files, len(tasks[event.bin_id].paths), event.bytes, spark=True)
-                    elif isinstance(event, Failed):
-                        failed.append(event)
-                    elif isinstance(event, Fallback):
-                        why = event.reason
-                    elif isinstance(event, JobEnded) and event.error is not None:
-                        why = event.error
+                    else:
+                        tally.note(event)
             finally:
                 outcomes.close()
-        rest = [t for t in tasks if t.bin_id not in got]
+        rest = [t for t in tasks if t.bin_id not in tally.got]
         if rest:
             log.warning("vacuum: %d delete batch(es) of %s got no outcome from the Spark job (%s); deleting them in "
-                        "the driver", len(rest), self.table, why)  # fmt: skip
+                        "the driver", len(rest), self.table, tally.why)  # fmt: skip
         for task in rest:
             count.add(
                 delete_batch(self.storage, self.root, task.paths, task.sidecars), len(task.paths), sum(task.sizes)
@@ -243,12 +230,31 @@ class ClusterVacuum:
         self.deleted_by = _by(count.spark_tasks, len(rest))
         log.info("vacuum: %d file(s), %d bytes of %s deleted by %d Spark task(s) and %d in the driver", count.deleted,
                  count.bytes, self.table, count.spark_tasks, len(rest))  # fmt: skip
-        if failed:
-            raise _failure(self.table, "delete", failed)
+        if tally.failed:
+            raise _failure(self.table, "delete", tally.failed)
         from ..delta.storage import join
 
         folders = sum(1 for d in plan.folders if self.storage.remove_empty_dir(join(self.root, d)))
         return count.deleted, folders
+
+
+@dataclass
+class _Tally:
+    """What a job's other events said, the same for the listing and the deletes: the tasks that answered
+    (a failed one too, so it is not redone in the driver), their failures, and why the rest got no answer."""
+
+    got: set[int] = field(default_factory=set)
+    failed: list[Failed] = field(default_factory=list)
+    why: object = "the executors cannot run the task"
+
+    def note(self, event: object) -> None:
+        if isinstance(event, Failed):
+            self.got.add(event.bin_id)
+            self.failed.append(event)
+        elif isinstance(event, Fallback):
+            self.why = event.reason
+        elif isinstance(event, JobEnded) and event.error is not None:
+            self.why = event.error
 
 
 @dataclass
