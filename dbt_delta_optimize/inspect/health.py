@@ -67,34 +67,12 @@ AUTO_COMPACT_MAX_FILE_SIZE: int = _DEFAULTS["auto_compact.max_file_size"]
 
 
 # --------------------------------------------------------------------------- numbers
-def _bucket(size: int) -> int:
-    return max(0, int(size).bit_length() - 1)
-
-
 def histogram(sizes: Iterable[int]) -> list[dict[str, Any]]:
     """log2 buckets [2^k, 2^(k+1)) of file sizes, contiguous from the smallest to the largest file."""
-    sizes = list(sizes)
-    if not sizes:
-        return []
-    counts: dict[int, list[int]] = {}
-    for s in sizes:  # _bucket, inlined: this runs once per file
-        k = s.bit_length() - 1 if s > 1 else 0
-        if k in counts:
-            counts[k].append(s)
-        else:
-            counts[k] = [s]
-    lo, hi = min(counts), max(counts)
-    return [
-        {
-            "log2": k,
-            "lower": 0 if k == 0 else 2**k,
-            "upper": 2 ** (k + 1),
-            "label": f"{format_size(2**k)}",
-            "files": len(counts.get(k, ())),
-            "bytes": sum(counts.get(k, ())),
-        }
-        for k in range(lo, hi + 1)
-    ]
+    import numpy as np
+
+    values = np.fromiter(sizes, np.int64)
+    return _histogram_of(_Sorted(np.zeros(len(values), np.int64), values), 0, len(values)) if len(values) else []
 
 
 def _label(columns: Sequence[str], key: Sequence[str | None]) -> str:
@@ -133,7 +111,7 @@ class _Sorted:
         cut = np.flatnonzero(np.diff(self.codes)) + 1
         self.starts = np.concatenate(([0], cut)) if len(self.codes) else np.zeros(0, np.int64)
         self.ends = np.concatenate((cut, [len(self.codes)])) if len(self.codes) else np.zeros(0, np.int64)
-        # _bucket of each size: floor(log2), 0 for sizes up to 1 (exact below 2**53 bytes)
+        # each size's bucket: floor(log2), 0 for sizes up to 1 (exact below 2**53 bytes)
         exponent = np.frexp(np.maximum(self.sizes, 1).astype(np.float64))[1] - 1
         self.buckets = exponent.astype(np.int64)
         self.cumulative = np.concatenate(([0], np.cumsum(self.sizes)))
