@@ -79,18 +79,18 @@ def test_a_fresh_vacuum_imports_only_its_command(tmp_path):
 
 @pytest.fixture
 def bulk_from_20(monkeypatch):
-    """Batches of 20 or more go through the bulk path (2,000 in production): small tests, same code."""
+    """Batches of 20 or more go through the threads (2,000 in production): small tests, same code."""
     monkeypatch.setattr(storage, "_BULK_DELETE", 20)
 
 
-@pytest.mark.parametrize("n", [0, 50])  # the one-by-one loop (under 20 paths), and obstore's bulk delete
+@pytest.mark.parametrize("n", [0, 50])  # the one-by-one loop (under 20 paths), and the threads
 def test_local_delete_many_deletes_and_counts_what_was_there(tmp_path, n, bulk_from_20):
     root = str(tmp_path)
     os.makedirs(f"{root}/p=1")
     os.makedirs(f"{root}/p=%3A x")
     files = [f"{root}/f{i}.parquet" for i in range(n)]
     files += [f"{root}/p=1/g{i}" for i in range(3)] + [f"{root}/p=%3A x/.h{i}.parquet.crc" for i in range(3)]
-    files += [f"{root}/tab\tname", f"{root}/p%20q", f"{root}/é"]  # object_store refuses a tab: one by one
+    files += [f"{root}/tab\tname", f"{root}/p%20q", f"{root}/é"]  # names object_store refused (a tab)
     for f in files:
         open(f, "w").close()
     open(f"{root}/kept", "w").close()

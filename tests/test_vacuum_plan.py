@@ -97,6 +97,28 @@ def test_a_tombstone_inside_the_retention_keeps_its_dv():
     assert {c.path for c in _plan(listing, (), dead).files} == {dv, "f.parquet"}
 
 
+def test_relative_paths_fast_path_equals_decoding_and_normalising():
+    """``relative_path`` skips decoding and normalising for plain paths: the same answer on hostile ones."""
+    import posixpath
+    import random
+    from urllib.parse import unquote
+
+    from dbt_delta_optimize.plan import vacuum as plan
+
+    rng = random.Random(7)
+    alphabet = ["a", "b", "=", "/", ".", "%", "2", "F", "3", "D", ":", " ", "_", "-"]
+    paths = ["p=1/a.parquet", "a.", ".a", "a/.", "./a", "a//b", "../a", "p%3D1/a", "x:y", "/a", "a/", "."]
+    paths += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
+    plain = 0
+    for p in paths:
+        slow = None if plan.is_absolute(p) else posixpath.normpath(unquote(p))
+        if slow is not None:
+            assert plan.relative_path(p, ROOT) == slow, p
+        plain += plan._plain(p)
+        assert not plan._plain(p) or slow == p, p
+    assert plain > 1_000  # the fast path is taken (and checked) often
+
+
 def test_absolute_log_paths_are_relativized_and_outside_ones_ignored():
     assert relative_path("file:/data/t/p%3D1/a.parquet", ROOT) == "p=1/a.parquet"
     assert relative_path("file:///data/t/a.parquet", ROOT) == "a.parquet"

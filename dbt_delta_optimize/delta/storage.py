@@ -150,42 +150,63 @@ def _unlink_all(paths: Sequence[str]) -> int:
     return n
 
 
-#: From this many paths on, local deletes go through object_store's local store (``_bulk_unlink``).
+def _unlink_chunk(paths: Sequence[str]) -> tuple[int, OSError | None]:
+    """One thread's share: (files deleted, the first error other than a file already gone)."""
+    n, error, unlink = 0, None, os.unlink
+    for p in paths:
+        try:
+            unlink(p)
+            n += 1
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            error = error or exc
+    return n, error
+
+
+#: From this many paths on, local deletes run in ``_DELETE_THREADS`` threads (``_bulk_unlink``).
 _BULK_DELETE = 2_000
+_DELETE_THREADS = 16
 
 
-def _bulk_unlink(paths: Sequence[str]) -> int:
-    """Many local deletes through obstore's ``LocalStore``: object_store runs ten at a time on its own
-    threads, without the GIL (as delta-rs deletes). Unlinks wait on the file system's journal when other
-    processes write: 10,000 unlinks in one folder, on the shared 2-core machine while others wrote, took
-    (medians of three or four rounds, several times) 15 s in one Python thread, 6 to 7 s in two, 1.0 to
-    1.3 s in eight and 0.6 to 0.9 s this way. Exact as the one-thread loop: each folder is read first
-    (names only) and a path missing there is neither deleted nor counted; a batch object_store refuses
-    (a file gone since, a name it cannot parse) is deleted again one by one in Python, whose errors
-    (a folder, no permission) are raised as the loop's are. Counted: the files there before, gone after."""
-    import obstore
-    from obstore.store import LocalStore
-
+def _present(paths: Sequence[str]) -> list[str]:
+    """The paths whose folder holds their name (one folder read each): lite mode's ``.name.crc`` sidecars
+    are mostly not there, and 10,000 failed unlinks cost more than reading the folder."""
     by_dir: dict[str, list[str]] = {}
     for p in paths:
         folder, _, name = p.rpartition("/")
         by_dir.setdefault(folder, []).append(name)
-    present: list[str] = []
+    out: list[str] = []
     for folder, names in by_dir.items():
         try:
             there = set(os.listdir(folder or "/"))
         except (FileNotFoundError, NotADirectoryError):
             continue
-        present.extend(f"{folder}/{n}" for n in names if n in there)
-    if not present:
+        out.extend(f"{folder}/{n}" for n in names if n in there)
+    return out
+
+
+def _bulk_unlink(paths: Sequence[str]) -> int:
+    """Many local deletes in 16 threads: an unlink waits on the file system (its journal, the folder's lock)
+    with the GIL released, so threads overlap the waits. 10,000 unlinks in one folder on this 2-core machine
+    (fresh copies, four rounds, load average 3.5 to 4.6): one thread 0.8 s, 16 threads 0.08 to 0.24 s with
+    0.12 to 0.15 s of CPU, obstore's ``LocalStore`` (object_store, ten at a time, as delta-rs deletes) 0.19
+    to 0.34 s with 0.25 to 0.33 s of CPU, plus 5 to 50 ms to import it. Exact as the one-thread loop: a path
+    not there (its folder read first, or gone since) is neither deleted nor counted; every other path is
+    tried, then the first other error (a folder, no permission) is raised. The pool is joined before this
+    returns or raises."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    there = _present(paths)
+    if not there:
         return 0
-    root = os.path.commonpath([p.rpartition("/")[0] or "/" for p in present])
-    cut = len(root.rstrip("/")) + 1
-    try:
-        obstore.delete(LocalStore(root), [p[cut:] for p in present])
-    except Exception:  # the one-by-one loop decides, and raises what os.unlink raises
-        _unlink_all(present)
-    return len(present)
+    k = min(_DELETE_THREADS, -(-len(there) // 64))
+    with ThreadPoolExecutor(k, thread_name_prefix="ddo-unlink") as pool:
+        done = list(pool.map(_unlink_chunk, [there[i::k] for i in range(k)]))
+    for _, error in done:
+        if error is not None:
+            raise error
+    return sum(n for n, _ in done)
 
 
 @dataclass(frozen=True)

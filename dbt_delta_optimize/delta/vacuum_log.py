@@ -118,36 +118,46 @@ def _parse_commit(data: bytes) -> list[dict[str, Any]]:
     return parsed
 
 
-def read_state(storage: Storage, root: str, version: int, listing: LogListing) -> tuple[list[LogFile], list[LogFile]]:
+def _key(path: str) -> str:
+    return unquote(path) if "%" in path else path
+
+
+def read_state(
+    storage: Storage, root: str, version: int, listing: LogListing, *, parsed: dict[int, Any] | None = None
+) -> tuple[list[LogFile], list[LogFile]]:
     """(live files, tombstones) at ``version``, replayed from the newest checkpoint and the commits after it.
 
     Within a commit removes apply before adds, so a DELETE that swaps a file's deletion vector (an add of the
     path with its new DV and a remove with its old one) leaves the file live. Every remove is kept as a
     tombstone, even one a later add undid: that path is live then, and more tombstones only keep more files.
+    Adds stay the log's dicts until the end: most of a compaction's adds are removed by a later commit.
+    ``parsed`` (lite mode) keeps each commit's actions for ``range_files``, which reads some of them again.
     """
-    live: dict[str, LogFile] = {}
+    live: dict[str, Mapping[str, Any]] = {}
     dead: list[LogFile] = []
     cp = listing.checkpoint_at_or_before(version)
     if cp is not None:
         names = listing.checkpoints[cp]
         dead.extend(_log_file(r, deletion=True) for r in _checkpoint_actions(storage, root, names, "remove"))
         for a in _checkpoint_actions(storage, root, names, "add"):
-            live[unquote(str(a["path"]))] = _log_file(a, deletion=False)
+            live[_key(str(a["path"]))] = a
     present = set(listing.commits)
     for v in range(cp + 1 if cp is not None else 0, version + 1):
         if v not in present:
             continue
+        adds: list[Mapping[str, Any]] = []
         actions = _parse_commit(storage.read_bytes(commit_path(root, v)))
-        adds: list[LogFile] = []
+        if parsed is not None:
+            parsed[v] = actions
         for action in actions:
             if "remove" in action:
-                gone = _log_file(action["remove"], deletion=True)
-                dead.append(gone)
-                live.pop(unquote(gone.path), None)
+                gone = action["remove"]
+                dead.append(_log_file(gone, deletion=True))
+                live.pop(_key(str(gone["path"])), None)
             elif "add" in action:
-                adds.append(_log_file(action["add"], deletion=False))
-        live.update((unquote(a.path), a) for a in adds)
-    return list(live.values()), dead
+                adds.append(action["add"])
+        live.update((_key(str(a["path"])), a) for a in adds)
+    return [_log_file(a, deletion=False) for a in live.values()], dead
 
 
 def read_tombstones(storage: Storage, root: str, version: int, listing: LogListing) -> list[LogFile]:
@@ -166,12 +176,19 @@ def read_tombstones(storage: Storage, root: str, version: int, listing: LogListi
     return dead
 
 
-def range_files(storage: Storage, root: str, start: int, end: int) -> list[LogFile]:
-    """Lite mode's input: the removes (with their deletion time) and change data files of commits start..end."""
+def range_files(
+    storage: Storage, root: str, start: int, end: int, *, parsed: Mapping[int, Any] | None = None
+) -> list[LogFile]:
+    """Lite mode's input: the removes (with their deletion time) and change data files of commits start..end
+    (taken from ``parsed`` when ``read_state`` parsed them already)."""
     out: list[LogFile] = []
     for v in range(start, end + 1):
         try:
-            actions = _parse_commit(storage.read_bytes(commit_path(root, v)))
+            actions = (
+                parsed[v]
+                if parsed is not None and v in parsed
+                else _parse_commit(storage.read_bytes(commit_path(root, v)))
+            )
         except (ValueError, FileNotFoundError):
             actions = read_commit(storage, root, v)  # raises the typed error naming the version
         for action in actions:

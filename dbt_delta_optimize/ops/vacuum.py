@@ -171,7 +171,9 @@ def _logging_on(setting: bool | None, location: str) -> bool:
     return scheme in _LOGGED_SCHEMES
 
 
-def _lite_plan(table: Table, protected: set[str], delete_before: int) -> tuple[VacuumPlan, int | None]:
+def _lite_plan(
+    table: Table, protected: set[str], delete_before: int, parsed: Mapping[int, Any]
+) -> tuple[VacuumPlan, int | None]:
     snapshot, storage, root = table.snapshot, table.storage, table.location
     outside = _outside(snapshot, delete_before)
     listing = list_log(storage, root)
@@ -188,7 +190,7 @@ def _lite_plan(table: Table, protected: set[str], delete_before: int) -> tuple[V
     if found is None:
         return VacuumPlan(), outside
     start, end = found
-    files = range_files(storage, root, start, end)
+    files = range_files(storage, root, start, end, parsed=parsed)
     local = isinstance(storage, LocalStorage)  # Hadoop's local file system leaves `.name.crc` sidecars
     plan = plan_lite(
         root, files, protected=protected, delete_before=delete_before, start=start, end=end, sidecars=local
@@ -226,12 +228,13 @@ def _planned(
     if mode == "full":
         listing = cluster.listing() if cluster is not None else Prefetched(partial(_walk, opened))
     try:
-        live, dead = _read_state(opened)
+        parsed: dict[int, Any] | None = {} if listing is None else None  # lite reads some commits again
+        live, dead = _read_state(opened, parsed)
         if also_live:  # deltalake's replay is there already: keep what either one calls live
             live.extend(live_files(opened.snapshot.file_table.adds))
         protected = protected_paths(opened.location, live, dead, delete_before)
         if listing is None:
-            return (*_lite_plan(opened, protected, delete_before), None)
+            return (*_lite_plan(opened, protected, delete_before, parsed or {}), None)
         expired = [t.path for t in dead if t.deletion_timestamp < delete_before]
         plan = plan_vacuum(
             opened.location,
@@ -258,10 +261,11 @@ def _guard(table: Table, plan: VacuumPlan) -> tuple[VacuumPlan, int]:
 def _delete(storage: Storage, root: str, plan: VacuumPlan, progress: Progress | None) -> tuple[int, int]:
     paths = [join(root, c.path) for c in plan.files]
     deleted = 0
-    for i in range(0, len(paths), BATCH):
-        deleted += storage.delete_many(paths[i : i + BATCH])
+    step = BATCH if progress is not None else max(1, len(paths))  # batches only to report progress
+    for i in range(0, len(paths), step):
+        deleted += storage.delete_many(paths[i : i + step])
         if progress is not None:
-            progress(min(i + BATCH, len(paths)), len(paths))
+            progress(min(i + step, len(paths)), len(paths))
     if plan.sidecars:
         storage.delete_many([join(root, s) for s in plan.sidecars])
     folders = sum(1 for d in plan.folders if storage.remove_empty_dir(join(root, d)))
@@ -303,11 +307,11 @@ def _head_snapshot(location: str, storage: Storage) -> Snapshot | None:
     return Snapshot(root, version, protocol, metadata, (), storage, FileTable(None, None))
 
 
-def _read_state(table: Table) -> tuple[list[LogFile], list[LogFile]]:
+def _read_state(table: Table, parsed: dict[int, Any] | None) -> tuple[list[LogFile], list[LogFile]]:
     """Live files and tombstones; a log our replay cannot parse gets deltalake's diagnosis (a typed error)."""
     storage, root = table.storage, table.location
     try:
-        return read_state(storage, root, table.snapshot.version, list_log(storage, root))
+        return read_state(storage, root, table.snapshot.version, list_log(storage, root), parsed=parsed)
     except (ValueError, KeyError, TypeError) as exc:
         from ..delta.snapshot import load_log_snapshot
 

@@ -187,8 +187,17 @@ def is_hidden(name: str, partition_columns: Sequence[str], *, iceberg: bool = Fa
     )
 
 
+def _plain(path: str) -> bool:
+    """A relative path that decoding and normalising leave as it is (most paths in a log): nothing to do."""
+    if not path or path[0] == "/" or path[-1] in "/.":
+        return False
+    return not ("%" in path or ":" in path or ".." in path or "//" in path or "./" in path)
+
+
 def relative_path(log_path: str, root: str) -> str | None:
     """The decoded path of a log entry relative to ``root``; None when it lives outside the table."""
+    if _plain(log_path):
+        return log_path
     decoded = unquote(log_path)
     if not is_absolute(log_path):
         return posixpath.normpath(decoded)
