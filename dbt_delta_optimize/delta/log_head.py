@@ -12,7 +12,7 @@ whose errors name what is wrong.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .actions import Metadata, Protocol
@@ -68,8 +68,11 @@ def _from_checkpoint(storage: Storage, root: str, names: tuple[str, ...], found:
                 found[key] = rows[-1]
 
 
-def read_head(storage: Storage, root: str, listing: LogListing) -> tuple[int, Protocol, Metadata] | None:
-    """(latest version, protocol, metadata), or None when the log is not plain enough to read this way."""
+def read_head(
+    storage: Storage, root: str, listing: LogListing, *, read: Callable[[int], bytes] | None = None
+) -> tuple[int, Protocol, Metadata] | None:
+    """(latest version, protocol, metadata), or None when the log is not plain enough to read this way.
+    ``read`` gives a commit's bytes (a caller that reads them again keeps them); else they are read here."""
     version = listing.latest
     cp = listing.checkpoint_at_or_before(version)
     first = cp + 1 if cp is not None else 0
@@ -78,7 +81,7 @@ def read_head(storage: Storage, root: str, listing: LogListing) -> tuple[int, Pr
         return None  # a gap in the commits: deltalake's load says which version is missing
     found: dict[str, Any] = {}
     for v in range(version, first - 1, -1):
-        _from_commit(storage.read_bytes(commit_path(root, v)), found)
+        _from_commit(read(v) if read is not None else storage.read_bytes(commit_path(root, v)), found)
         if len(found) == len(_KEYS):
             break
     if len(found) < len(_KEYS) and cp is not None:

@@ -9,19 +9,20 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
 from .checkpoint_v2 import checkpoint_files
 from .in_commit_timestamps import in_commit_timestamp
-from .log import LOG_DIR, LogListing, commit_path, read_commit
+from .log import LOG_DIR, LogListing, commit_path, list_log, read_commit
 from .storage import Storage, join
 
 __all__ = [
     "LAST_VACUUM_INFO",
     "LogFile",
+    "LogReads",
     "added_since",
     "commit_timestamps",
     "dv_relative_path",
@@ -109,6 +110,29 @@ def _checkpoint_actions(storage: Storage, root: str, names: Iterable[str], kind:
             yield action[kind]
 
 
+@dataclass
+class LogReads:
+    """The log's listing and its commits' bytes, each read once per operation: a commit file never changes
+    once written, and one operation plans from one listing. On an object store every read is a round trip
+    (VACUUM's log head, replay and lite range read the same commits and listing)."""
+
+    storage: Storage
+    root: str
+    _listing: LogListing | None = None
+    _commits: dict[int, bytes] = field(default_factory=dict)
+
+    def listing(self) -> LogListing:
+        if self._listing is None:
+            self._listing = list_log(self.storage, self.root)
+        return self._listing
+
+    def commit(self, version: int) -> bytes:
+        data = self._commits.get(version)
+        if data is None:
+            data = self._commits[version] = self.storage.read_bytes(commit_path(self.root, version))
+        return data
+
+
 def _parse_commit(data: bytes) -> list[dict[str, Any]]:
     """Every action of a commit in one parse (10,000 lines in milliseconds), as a JSON array of its lines."""
     try:
@@ -123,7 +147,13 @@ def _key(path: str) -> str:
 
 
 def read_state(
-    storage: Storage, root: str, version: int, listing: LogListing, *, parsed: dict[int, Any] | None = None
+    storage: Storage,
+    root: str,
+    version: int,
+    listing: LogListing,
+    *,
+    parsed: dict[int, Any] | None = None,
+    read: Callable[[int], bytes] | None = None,
 ) -> tuple[list[LogFile], list[LogFile]]:
     """(live files, tombstones) at ``version``, replayed from the newest checkpoint and the commits after it.
 
@@ -131,7 +161,8 @@ def read_state(
     path with its new DV and a remove with its old one) leaves the file live. Every remove is kept as a
     tombstone, even one a later add undid: that path is live then, and more tombstones only keep more files.
     Adds stay the log's dicts until the end: most of a compaction's adds are removed by a later commit.
-    ``parsed`` (lite mode) keeps each commit's actions for ``range_files``, which reads some of them again.
+    ``parsed`` (lite mode) keeps each commit's actions for ``range_files``, which reads some of them again;
+    ``read`` gives a commit's bytes (``LogReads``: read once per operation).
     """
     live: dict[str, Mapping[str, Any]] = {}
     dead: list[LogFile] = []
@@ -146,7 +177,7 @@ def read_state(
         if v not in present:
             continue
         adds: list[Mapping[str, Any]] = []
-        actions = _parse_commit(storage.read_bytes(commit_path(root, v)))
+        actions = _parse_commit(read(v) if read is not None else storage.read_bytes(commit_path(root, v)))
         if parsed is not None:
             parsed[v] = actions
         for action in actions:

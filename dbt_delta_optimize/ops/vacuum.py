@@ -23,12 +23,12 @@ from urllib.parse import urlparse
 
 from ..delta.commit import Transaction
 from ..delta.file_info import Listed
-from ..delta.log import list_log
 from ..delta.parallel import Prefetched
 from ..delta.protocol import ensure_write_supported
 from ..delta.storage import LocalStorage, Storage, join
 from ..delta.vacuum_log import (
     LogFile,
+    LogReads,
     added_since,
     commit_timestamps,
     live_files,
@@ -37,7 +37,7 @@ from ..delta.vacuum_log import (
     read_state,
     write_last_vacuum,
 )
-from ..errors import CorruptLogError, InvalidArgumentError, InvalidConfigError
+from ..errors import CorruptLogError, InvalidArgumentError, InvalidConfigError, NotADeltaTableError
 from ..options import VACUUM_OPTIONS, TaskRunner, resolve_values
 from ..plan.vacuum import (
     Candidate,
@@ -172,11 +172,11 @@ def _logging_on(setting: bool | None, location: str) -> bool:
 
 
 def _lite_plan(
-    table: Table, protected: set[str], delete_before: int, parsed: Mapping[int, Any]
+    table: Table, protected: set[str], delete_before: int, parsed: Mapping[int, Any], reads: LogReads
 ) -> tuple[VacuumPlan, int | None]:
     snapshot, storage, root = table.snapshot, table.storage, table.location
     outside = _outside(snapshot, delete_before)
-    listing = list_log(storage, root)
+    listing = reads.listing()
     earliest = listing.commits[0] if listing.commits else snapshot.version
     try:
         found = lite_range(
@@ -219,7 +219,13 @@ def _walk(table: Table) -> Iterator[Listed]:
 
 
 def _planned(
-    opened: Table, mode: VacuumMode, delete_before: int, *, also_live: bool, cluster: ClusterVacuum | None = None
+    opened: Table,
+    mode: VacuumMode,
+    delete_before: int,
+    reads: LogReads,
+    *,
+    also_live: bool,
+    cluster: ClusterVacuum | None = None,
 ) -> tuple[VacuumPlan, int | None, str | None]:
     """The plan, lite's newest commit outside the retention, and who listed. In full mode the table is listed
     in a thread (on a cluster: by a Spark job) while the log is replayed; the listing is bounded by its queue,
@@ -229,12 +235,12 @@ def _planned(
         listing = cluster.listing() if cluster is not None else Prefetched(partial(_walk, opened))
     try:
         parsed: dict[int, Any] | None = {} if listing is None else None  # lite reads some commits again
-        live, dead = _read_state(opened, parsed)
+        live, dead = _read_state(opened, parsed, reads)
         if also_live:  # deltalake's replay is there already: keep what either one calls live
             live.extend(live_files(opened.snapshot.file_table.adds))
         protected = protected_paths(opened.location, live, dead, delete_before)
         if listing is None:
-            return (*_lite_plan(opened, protected, delete_before, parsed or {}), None)
+            return (*_lite_plan(opened, protected, delete_before, parsed or {}, reads), None)
         expired = [t.path for t in dead if t.deletion_timestamp < delete_before]
         plan = plan_vacuum(
             opened.location,
@@ -272,8 +278,9 @@ def _delete(storage: Storage, root: str, plan: VacuumPlan, progress: Progress | 
     return deleted, folders
 
 
-def _open(name: str, storage_options: Mapping[str, str] | None, session: Session) -> Table:
-    """The table with its protocol and metadata only: the live files come from ``read_state``."""
+def _open(name: str, storage_options: Mapping[str, str] | None, session: Session) -> tuple[Table, LogReads]:
+    """The table with its protocol and metadata only (the live files come from ``read_state``), and the
+    log's listing and commits read for it."""
     from ..delta.snapshot import load_log_snapshot
     from ..delta.storage import storage_for, table_uri
 
@@ -281,24 +288,26 @@ def _open(name: str, storage_options: Mapping[str, str] | None, session: Session
     # A path with a slash is a path (engine.session.is_path): no need to import the Spark side to say so.
     location = name if "/" in name else Target(name, storage_options).location(session)
     storage = storage_for(table_uri(location), storage_options)
-    return Table(
-        name,
-        location,
-        storage_options,
-        _head_snapshot(location, storage) or load_log_snapshot(location, storage=storage),
-    )
+    reads = LogReads(storage, table_uri(location))
+    snapshot = _head_snapshot(location, reads) or load_log_snapshot(location, storage=storage)
+    return Table(name, location, storage_options, snapshot), reads
 
 
-def _head_snapshot(location: str, storage: Storage) -> Snapshot | None:
+def _head_snapshot(location: str, reads: LogReads) -> Snapshot | None:
     """The snapshot from the log's newest protocol and metadata (``delta/log_head.py``), no deltalake replay;
     None when that read is not plain (deltalake then loads it, and its errors name the problem)."""
     from ..delta.file_table import FileTable
     from ..delta.log_head import read_head
     from ..delta.snapshot import Snapshot, open_table
 
-    root, storage = open_table(location, storage)
+    storage, root = reads.storage, reads.root
     try:
-        head = read_head(storage, root, list_log(storage, root))
+        listing = reads.listing()  # no probe first: a listing is one round trip, a probe two on a store
+    except NotADeltaTableError:
+        open_table(location, storage)  # a missing path, or a folder without a log, named as such
+        raise
+    try:
+        head = read_head(storage, root, listing, read=reads.commit)
     except (ValueError, KeyError, TypeError, OSError):
         return None
     if head is None:
@@ -307,11 +316,12 @@ def _head_snapshot(location: str, storage: Storage) -> Snapshot | None:
     return Snapshot(root, version, protocol, metadata, (), storage, FileTable(None, None))
 
 
-def _read_state(table: Table, parsed: dict[int, Any] | None) -> tuple[list[LogFile], list[LogFile]]:
+def _read_state(table: Table, parsed: dict[int, Any] | None, reads: LogReads) -> tuple[list[LogFile], list[LogFile]]:
     """Live files and tombstones; a log our replay cannot parse gets deltalake's diagnosis (a typed error)."""
     storage, root = table.storage, table.location
     try:
-        return read_state(storage, root, table.snapshot.version, list_log(storage, root), parsed=parsed)
+        version = table.snapshot.version
+        return read_state(storage, root, version, reads.listing(), parsed=parsed, read=reads.commit)
     except (ValueError, KeyError, TypeError) as exc:
         from ..delta.snapshot import load_log_snapshot
 
@@ -395,10 +405,12 @@ def vacuum(
     }
     no_spark = spark is None and "pyspark" not in sys.modules  # no session to read (and no Spark import)
     settings = resolve_values(VACUUM_OPTIONS, None if no_spark else session.conf(), overrides, what="vacuum")
-    opened = table if isinstance(table, Table) else _open(table, storage_options, session)
+    opened, reads = (table, None) if isinstance(table, Table) else _open(table, storage_options, session)
     snapshot = opened.snapshot
     # Paths are planned against the canonical root: a catalog resolves to a ``file:`` URI, the log reader to a path.
     opened = dataclasses.replace(opened, location=snapshot.location)
+    if reads is None or reads.root != opened.location:
+        reads = LogReads(opened.storage, opened.location)
     ensure_write_supported(snapshot.protocol, snapshot.metadata, table=opened.name)
     table_ms = _table_retention_ms(snapshot)
     problem = retention_problem(retain_ms, table_ms, allow_short=bool(settings["allow_short_retention"]))
@@ -410,7 +422,7 @@ def vacuum(
     runner = settings["task_runner"]  # without Spark imported only ``spark`` starts (or connects) a session
     cluster = None if no_spark and runner != "spark" else _cluster(session, runner, opened)
     plan, outside, listed_by = _planned(
-        opened, mode, delete_before, also_live=isinstance(table, Table), cluster=cluster
+        opened, mode, delete_before, reads, also_live=isinstance(table, Table), cluster=cluster
     )
 
     def metrics(p: VacuumPlan, **done: Any) -> VacuumMetrics:
