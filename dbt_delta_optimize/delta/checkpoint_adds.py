@@ -135,7 +135,8 @@ def iter_parts(
         for group in range(pf.num_row_groups):
             for adds in pf.read_row_group(group, columns=columns, use_threads=False).column(ADD).chunks:
                 column = pa.StructArray.from_arrays(adds.flatten(), names=[f.name for f in adds.type])
-                column = column.filter(pc.is_valid(column.field("path")))  # null rows: null leaves
+                if column.field("path").null_count:  # rows of other actions: null leaves (no copy when none)
+                    column = column.filter(pc.is_valid(column.field("path")))
                 if len(column):
                     yield shape(column) if shape is not None else column
 
@@ -219,7 +220,9 @@ class LazyFields:
         start = 0
         for part in self._parts(fields, target, ordered):
             lo, hi = np.searchsorted(ordered, [start, start + len(part)])
-            if hi > lo:
+            if hi > lo and hi - lo == len(part):  # every row of the part (positions are distinct): no copy
+                yield part
+            elif hi > lo:
                 yield part.take(pa.array(ordered[lo:hi] - start))
             start += len(part)
 
