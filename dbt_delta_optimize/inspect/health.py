@@ -15,6 +15,7 @@ import json
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UnsupportedFeatureError
@@ -398,42 +399,48 @@ def health_report(
     from ..delta.storage import storage_of
 
     snapshot = table if not isinstance(table, str) else load_snapshot(table, storage=storage_of(table, storage_options))
-    layout = _layout(snapshot, th.optimize_min_file_size, th.auto_compact_min_file_size)
-    plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict(include_paths=False)
-    _add_rewrite_counts(layout, plan)
-    auto = plan_auto_compact(
-        snapshot,
-        min_file_size=th.auto_compact_min_file_size,
-        max_file_size=th.auto_compact_max_file_size,
-        min_num_files=th.auto_compact_min_num_files,
-    ).to_dict()
-    protocol = _protocol(snapshot)
-    compare = None
-    if compare_version is not None:
-        before = load_snapshot(snapshot.location, compare_version, storage=snapshot.storage)
-        compare = _layout(before, th.optimize_min_file_size, th.auto_compact_min_file_size)
-    return HealthReport(
-        table=snapshot.location,
-        version=snapshot.version,
-        generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        layout=layout,
-        thresholds=th,
-        verdict=verdict_for(layout, plan, auto, th, protocol["unsupportedFeatures"]),
-        protocol=protocol,
-        auto_compact_enabled=auto_compact_enabled(get_conf or (lambda _k: None), snapshot.configuration),
-        last_optimize=last_operation(
+    # The statistics coverage is mostly Arrow (the checkpoint's stats read and parsed without the GIL): it
+    # runs in a thread while the layout and the plans are worked out here (wall time, not CPU time).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="health-statistics") as pool:
+        statistics = pool.submit(statistics_coverage, snapshot)
+        layout = _layout(snapshot, th.optimize_min_file_size, th.auto_compact_min_file_size)
+        plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict(include_paths=False)
+        _add_rewrite_counts(layout, plan)
+        auto = plan_auto_compact(
+            snapshot,
+            min_file_size=th.auto_compact_min_file_size,
+            max_file_size=th.auto_compact_max_file_size,
+            min_num_files=th.auto_compact_min_num_files,
+        ).to_dict()
+        protocol = _protocol(snapshot)
+        compare = None
+        if compare_version is not None:
+            before = load_snapshot(snapshot.location, compare_version, storage=snapshot.storage)
+            compare = _layout(before, th.optimize_min_file_size, th.auto_compact_min_file_size)
+        vacuum = vacuum_state(snapshot, now_ms=int(time.time() * 1000)).to_dict()
+        last_optimize = last_operation(
             snapshot.location,
             "OPTIMIZE",
             at_version=snapshot.version,
             limit=LAST_OPTIMIZE_LOOKBACK,
             storage=snapshot.storage,
-        ),
-        optimize=plan,
-        auto_compact=auto,
-        compare=compare,
-        statistics=statistics_coverage(snapshot),
-        vacuum=vacuum_state(snapshot, now_ms=int(time.time() * 1000)).to_dict(),
-    )
+        )
+        return HealthReport(
+            table=snapshot.location,
+            version=snapshot.version,
+            generated_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            layout=layout,
+            thresholds=th,
+            verdict=verdict_for(layout, plan, auto, th, protocol["unsupportedFeatures"]),
+            protocol=protocol,
+            auto_compact_enabled=auto_compact_enabled(get_conf or (lambda _k: None), snapshot.configuration),
+            last_optimize=last_optimize,
+            optimize=plan,
+            auto_compact=auto,
+            compare=compare,
+            statistics=statistics.result(),
+            vacuum=vacuum,
+        )
 
 
 def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Mapping[str, Any] | None = None) -> str:
