@@ -73,7 +73,7 @@ def histogram(sizes: Iterable[int]) -> list[dict[str, Any]]:
     import numpy as np
 
     values = np.fromiter(sizes, np.int64)
-    return _histogram_of(_Sorted(np.zeros(len(values), np.int64), values), 0, len(values)) if len(values) else []
+    return _histogram_of(_Sorted(None, values), 0, len(values)) if len(values) else []
 
 
 def _label(columns: Sequence[str], key: Sequence[str | None]) -> str:
@@ -103,12 +103,20 @@ class _Sorted:
     """The live files' sizes sorted by partition code, then size (numpy), with each partition's bounds: the
     per-partition numbers come from slices, not from one Python list per partition."""
 
-    def __init__(self, codes: Any, sizes: Any) -> None:
+    def __init__(self, codes: Any | None, sizes: Any) -> None:
+        """``codes`` None: one partition (the sizes sorted, no permutation kept)."""
         import numpy as np
 
-        order = np.lexsort((sizes, codes))
-        self.codes, self.sizes = codes[order], sizes[order]
-        self.order = order
+        if codes is None:
+            self.sizes = np.sort(sizes)
+            self.codes = np.zeros(len(sizes), np.int64)
+        else:
+            # np.lexsort((sizes, codes)), in two stable sorts: radix sort for the codes when they fit 16 bits
+            order = np.argsort(sizes, kind="stable")
+            small = len(codes) and codes.min() >= 0 and codes.max() < 2**15
+            by = codes[order].astype(np.int16) if small else codes[order]
+            order = order[np.argsort(by, kind="stable")]
+            self.codes, self.sizes = codes[order], sizes[order]
         cut = np.flatnonzero(np.diff(self.codes)) + 1
         self.starts = np.concatenate(([0], cut)) if len(self.codes) else np.zeros(0, np.int64)
         self.ends = np.concatenate((cut, [len(self.codes)])) if len(self.codes) else np.zeros(0, np.int64)
@@ -206,7 +214,7 @@ def _layout(snapshot: Snapshot, min_size: int, ac_min_size: int) -> dict[str, An
         _partition_entry(cols, key, (sorted_, lo, hi), tagged.get(code, []), min_size, ac_min_size)
         for key, (code, lo, hi) in sorted(spans.items(), key=lambda kv: tuple((v is None, v or "") for v in kv[0]))
     ]
-    whole = _Sorted(np.zeros(len(codes), np.int64), sorted_.sizes)  # every file, by size
+    whole = _Sorted(None, sorted_.sizes)  # every file, by size
     n, total = len(whole.sizes), int(whole.cumulative[-1])
     small = [int(np.searchsorted(whole.sizes, m)) for m in (min_size, ac_min_size)]
     states = [p["zOrder"]["state"] for p in partitions]
@@ -351,10 +359,15 @@ def verdict_for(
 def _add_rewrite_counts(layout: dict[str, Any], plan: Mapping[str, Any]) -> None:
     """Per partition, the files OPTIMIZE's plan would rewrite (what the page colours as a problem)."""
     cols = layout["partitionColumns"]
+    by_values: dict[tuple[str | None, ...], int] = {}
+    for b in plan["bins"]:  # a label per partition, not per bin (100,000 bins at a million files)
+        values = b["partitionValues"]
+        key = tuple(values.get(c) for c in cols)
+        by_values[key] = by_values.get(key, 0) + b["files"]
     counts: dict[str, int] = {}
-    for b in plan["bins"]:
-        label = _label(cols, [b["partitionValues"].get(c) for c in cols])
-        counts[label] = counts.get(label, 0) + b["files"]
+    for key, files in by_values.items():
+        label = _label(cols, key)
+        counts[label] = counts.get(label, 0) + files
     for p in layout["partitions"]:
         p["filesToRewrite"] = counts.get(p["partition"], 0)
 
@@ -399,10 +412,12 @@ def health_report(
     from ..delta.storage import storage_of
 
     snapshot = table if not isinstance(table, str) else load_snapshot(table, storage=storage_of(table, storage_options))
-    # The statistics coverage is mostly Arrow (the checkpoint's stats read and parsed without the GIL): it
-    # runs in a thread while the layout and the plans are worked out here (wall time, not CPU time).
+    # The statistics coverage and VACUUM's estimate are mostly Arrow (the checkpoint's stats read and parsed,
+    # the tombstones matched, without the GIL): they run in a thread while the layout and the plans are
+    # worked out here (wall time, not CPU time).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="health-statistics") as pool:
         statistics = pool.submit(statistics_coverage, snapshot)
+        vacuum = pool.submit(vacuum_state, snapshot, now_ms=int(time.time() * 1000))
         layout = _layout(snapshot, th.optimize_min_file_size, th.auto_compact_min_file_size)
         plan = build_plan(snapshot, config, selection=select_partitions(snapshot)).to_dict(include_paths=False)
         _add_rewrite_counts(layout, plan)
@@ -417,7 +432,6 @@ def health_report(
         if compare_version is not None:
             before = load_snapshot(snapshot.location, compare_version, storage=snapshot.storage)
             compare = _layout(before, th.optimize_min_file_size, th.auto_compact_min_file_size)
-        vacuum = vacuum_state(snapshot, now_ms=int(time.time() * 1000)).to_dict()
         last_optimize = last_operation(
             snapshot.location,
             "OPTIMIZE",
@@ -439,7 +453,7 @@ def health_report(
             auto_compact=auto,
             compare=compare,
             statistics=statistics.result(),
-            vacuum=vacuum,
+            vacuum=vacuum.result().to_dict(),
         )
 
 
