@@ -39,3 +39,21 @@ def test_rewrite_counts_per_partition_equal_a_label_per_bin():
         p: expected.get(p, 0) for p in labels
     }
     assert layout["partitions"][labels.index("a=z, b=9")]["filesToRewrite"] == 0
+
+
+@pytest.mark.parametrize("tagged", [None, 5, 101])  # none, a checkpointed file, a file of the later commit
+def test_untagged_tables_are_known_from_the_checkpoint_statistics(tmp_path, tagged):
+    """``FileTable.no_map_entries`` says a table has no tags without reading them, and only when none has one."""
+    from dbt_delta_optimize.delta.snapshot import load_snapshot
+    from dbt_delta_optimize.inspect.health import _tagged
+    from dbt_delta_optimize.plan.curve import COLUMNS_TAG
+    from tests.test_health_stats_arrow import _checkpointed_log, _stats
+
+    root = str(tmp_path / "t")
+    tags = {} if tagged is None else {tagged: {COLUMNS_TAG: '["id"]'}}
+    _checkpointed_log(root, [_stats()] * 12, tags)
+    table = load_snapshot(root).file_table
+    assert table.lazy is not None and "tags" not in table.adds.type.names
+    assert table.no_map_entries("tags") is (tagged is None)
+    codes = np.zeros(len(table), np.int64)
+    assert sum(len(v) for v in _tagged(load_snapshot(root), codes).values()) == (0 if tagged is None else 1)

@@ -170,9 +170,10 @@ def test_the_null_check_in_numpy_is_the_regex():
         assert _holds_null(joined) == expected, rows
 
 
-def _checkpointed_log(root: str, stats: list[str | None]) -> None:
+def _checkpointed_log(root: str, stats: list[str | None], tags: dict[int, dict[str, str]] | None = None) -> None:
     """A log whose checkpoint (row groups of 4 rows, protocol and metadata first) holds files with ``stats``,
-    every fifth with a deletion vector; then a commit removing two of them and adding three."""
+    every fifth with a deletion vector; then a commit removing two of them and adding three (files 100-102).
+    ``tags``: the tags of some files, by number."""
     import os
 
     import pyarrow.parquet as pq
@@ -184,6 +185,8 @@ def _checkpointed_log(root: str, stats: list[str | None]) -> None:
 
     def add(i: int, s: str | None) -> dict:
         a = {"path": f"f{i}.parquet", "partitionValues": {}, "size": 10 + i, "modificationTime": 1, "dataChange": True}
+        if tags and i in tags:
+            a["tags"] = tags[i]
         return {
             "add": {**a, **({"stats": s} if s is not None else {}), **({"deletionVector": dv} if i % 5 == 0 else {})}
         }

@@ -226,6 +226,30 @@ class LazyFields:
                 yield part.take(pa.array(ordered[lo:hi] - start))
             start += len(part)
 
+    def no_map_entries(self, name: str) -> bool:
+        """Whether no add holds an entry in map field ``name`` (``tags``), proven without reading a row: each
+        checkpoint row group's statistics count a null key in every row, and no inline or commit add has one.
+        False when the statistics do not say (then read the field)."""
+        import pyarrow.parquet as pq
+
+        from .checkpoint_v2 import all_null
+
+        def empty(adds: Any) -> bool:  # no entry between the first and last offset (null maps hold none)
+            if adds.type.get_field_index(name) < 0 or not len(adds):
+                return True
+            offsets = adds.field(name).offsets
+            return bool(offsets[0].as_py() == offsets[len(offsets) - 1].as_py())
+
+        where = checkpoint_files(self.storage, self.root, self.checkpoint)
+        for path in where.parquet:
+            with self.storage.open_input(path) as fh:
+                meta = pq.ParquetFile(fh).metadata
+                leaf = f"{ADD}.{name}.key_value.key"
+                if not all(all_null(meta.row_group(g), leaf) for g in range(meta.num_row_groups)):
+                    return False
+        inline = inline_adds(where, [name])
+        return (inline is None or empty(inline)) and empty(self.commit_adds)
+
     def _parts(self, fields: Sequence[str], target: Any, ordered: Any) -> Any:
         """Checkpoint parts (one row group at a time; skipped when no row asked lies in it), then the commits'."""
         if len(ordered) and ordered[0] < self.checkpoint_size:

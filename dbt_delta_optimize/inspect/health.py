@@ -154,6 +154,8 @@ def _tagged(snapshot: Snapshot, codes: Any) -> dict[int, list[Tagged]]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if snapshot.file_table.no_map_entries("tags"):
+        return {}  # the checkpoint's statistics say no file is tagged: the column is not read
     tags = snapshot.file_table.column("tags")
     if not len(tags) or tags.null_count == len(tags):
         return {}
