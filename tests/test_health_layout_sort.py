@@ -57,3 +57,27 @@ def test_untagged_tables_are_known_from_the_checkpoint_statistics(tmp_path, tagg
     assert table.no_map_entries("tags") is (tagged is None)
     codes = np.zeros(len(table), np.int64)
     assert sum(len(v) for v in _tagged(load_snapshot(root), codes).values()) == (0 if tagged is None else 1)
+
+
+def test_to_dict_without_copies_is_the_same_json_and_leaves_the_report_alone():
+    from dbt_delta_optimize.inspect.health_report import HealthReport, Thresholds, Verdict
+
+    bins = [{"partitionValues": {"p": "a"}, "files": 2, "bytes": 3}]
+    report = HealthReport(
+        table="/t",
+        version=1,
+        generated_at="now",
+        layout={"table": "/t", "partitions": [{"partition": "p=a", "histogram": [{"files": 2}]}]},
+        thresholds=Thresholds(1, 2, 3, 4, 5, {"optimizeMinFileSize": "default"}),
+        verdict=Verdict("healthy", "fine"),
+        protocol={"readerFeatures": []},
+        auto_compact_enabled=False,
+        last_optimize=None,
+        optimize={"numBins": 1, "bins": bins},
+        auto_compact={"status": "skip"},
+        vacuum={"reclaimableFiles": 0},
+    )
+    shared, copied = report.to_dict(copy=False), report.to_dict()
+    assert shared == copied and shared["optimize"]["bins"] is bins and copied["optimize"]["bins"] is not bins
+    shared["extra"] = 1  # the top level is the caller's own
+    assert "extra" not in report.layout and set(report.to_dict()) == set(copied)
