@@ -151,3 +151,96 @@ def test_statistics_coverage_equals_the_python_path(mapped, monkeypatch):
     monkeypatch.setattr(health_stats, "count_arrow", lambda *a: None)
     assert fast == health_stats.statistics_coverage(snap)
     assert fast["filesWithoutStats"] and fast["filesIncomplete"] and fast["staleColumns"]
+
+
+def test_the_null_check_in_numpy_is_the_regex():
+    """``_holds_null`` over the joined text says what ``_NULL`` says row by row (which sends a chunk the Python way)."""
+    import random
+
+    import pyarrow.compute as pc
+
+    from dbt_delta_optimize.inspect.stats_arrow import _NULL, _holds_null
+
+    pieces = ["null", '"null', "anull", "_null", "9null", ":null", " null", "{null", "énull", "nul", "ull", "x", "{"]
+    rng = random.Random(36)
+    for _ in range(3000):
+        rows = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 3))]
+        joined = pa.py_buffer("\n".join(rows).encode())
+        expected = pc.any(pc.match_substring_regex(pa.array(rows), _NULL)).as_py()
+        assert _holds_null(joined) == expected, rows
+
+
+def _checkpointed_log(root: str, stats: list[str | None], tags: dict[int, dict[str, str]] | None = None) -> None:
+    """A log whose checkpoint (row groups of 4 rows, protocol and metadata first) holds files with ``stats``,
+    every fifth with a deletion vector; then a commit removing two of them and adding three (files 100-102).
+    ``tags``: the tags of some files, by number."""
+    import os
+
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    log = os.path.join(root, "_delta_log")
+    os.makedirs(log)
+    dv = {"storageType": "u", "pathOrInlineDv": "ab" + "0" * 20, "sizeInBytes": 34, "cardinality": 1, "offset": 1}
+
+    def add(i: int, s: str | None) -> dict:
+        a = {"path": f"f{i}.parquet", "partitionValues": {}, "size": 10 + i, "modificationTime": 1, "dataChange": True}
+        if tags and i in tags:
+            a["tags"] = tags[i]
+        return {
+            "add": {**a, **({"stats": s} if s is not None else {}), **({"deletionVector": dv} if i % 5 == 0 else {})}
+        }
+
+    meta = {
+        "id": "x",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": _schema(False),
+        "configuration": {},
+    }
+    head = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": {**meta, "partitionColumns": []}},
+    ]
+    with open(os.path.join(log, f"{0:020d}.json"), "w") as fh:
+        fh.writelines(json.dumps(a) + "\n" for a in [*head, *(add(i, s) for i, s in enumerate(stats))])
+    DeltaTable(root).create_checkpoint()
+    checkpoint = os.path.join(log, f"{0:020d}.checkpoint.parquet")
+    table = pq.read_table(checkpoint)
+    first = pa.compute.is_null(table.column("add"))
+    pq.write_table(
+        pa.concat_tables([table.filter(first), table.filter(pa.compute.invert(first))]), checkpoint, row_group_size=4
+    )
+    with open(os.path.join(log, f"{1:020d}.json"), "w") as fh:
+        removes = [{"remove": {"path": f"f{i}.parquet", "dataChange": True}} for i in (1, 6)]
+        fh.writelines(json.dumps(a) + "\n" for a in [*removes, *(add(100 + i, s) for i, s in enumerate(stats[:3]))])
+
+
+def test_coverage_of_a_lean_snapshot_read_per_row_group_equals_the_python_path(tmp_path, monkeypatch):
+    """Through a real checkpoint (row groups of adds only, and one with protocol and metadata), read one row
+    group at a time by the lean snapshot: the Arrow count equals json.loads' count and deltalake's snapshot's."""
+    from dbt_delta_optimize.delta import snapshot as snapshot_module
+    from dbt_delta_optimize.delta.snapshot import load_snapshot
+
+    clean = [s for s in _clean() if s != ""]  # deltalake refuses an empty stats string
+    stats = [*clean, *clean[::-1], '{"numRecords":1,"nullCount":{"id":null}}', *clean]
+    root = str(tmp_path / "t")
+    _checkpointed_log(root, stats)
+    checked = load_snapshot(root)
+    monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", 1)
+    lean = load_snapshot(root)
+    assert lean.delta_table is None and len(lean.file_table) == len(stats) + 1 == len(checked.file_table)
+    answers: list[object] = []
+    arrow = health_stats.count_arrow
+    monkeypatch.setattr(health_stats, "count_arrow", lambda *a: answers.append(arrow(*a)) or answers[-1])
+    fast = health_stats.statistics_coverage(lean)
+    assert any(a is not None for a in answers) and any(a is None for a in answers)  # both paths taken
+    assert fast == health_stats.statistics_coverage(checked)
+    monkeypatch.setattr(health_stats, "count_arrow", lambda *a: None)
+    assert fast == health_stats.statistics_coverage(lean)
+    # the oracle: json.loads over the live files' stats as the log wrote them (not read back from the checkpoint)
+    live = [s for i, s in enumerate(stats) if i not in (1, 6)] + stats[:3]
+    expected = health_stats.statistics_coverage(_snapshot(live))
+    assert {**fast, "recommendation": None} == {**expected, "recommendation": None}
+    assert (
+        fast["filesWithoutStats"] and fast["filesIncomplete"] and fast["staleColumns"] and fast["freeTextColumns"] == []
+    )

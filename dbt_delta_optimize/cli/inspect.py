@@ -192,9 +192,9 @@ def health(
     if html_path:
         _write_html(report, html_path)
     if as_json:
-        echo_json(report.to_dict())
+        echo_json(report.to_dict(copy=False))
         return
-    _print_health(report.to_dict())
+    _print_health(report.to_dict(copy=False))
     if html_path:
         click.echo(f"wrote {html_path}")
 

@@ -135,7 +135,8 @@ def iter_parts(
         for group in range(pf.num_row_groups):
             for adds in pf.read_row_group(group, columns=columns, use_threads=False).column(ADD).chunks:
                 column = pa.StructArray.from_arrays(adds.flatten(), names=[f.name for f in adds.type])
-                column = column.filter(pc.is_valid(column.field("path")))  # null rows: null leaves
+                if column.field("path").null_count:  # rows of other actions: null leaves (no copy when none)
+                    column = column.filter(pc.is_valid(column.field("path")))
                 if len(column):
                     yield shape(column) if shape is not None else column
 
@@ -219,9 +220,35 @@ class LazyFields:
         start = 0
         for part in self._parts(fields, target, ordered):
             lo, hi = np.searchsorted(ordered, [start, start + len(part)])
-            if hi > lo:
+            if hi > lo and hi - lo == len(part):  # every row of the part (positions are distinct): no copy
+                yield part
+            elif hi > lo:
                 yield part.take(pa.array(ordered[lo:hi] - start))
             start += len(part)
+
+    def no_map_entries(self, name: str) -> bool:
+        """Whether no add holds an entry in map field ``name`` (``tags``), proven without reading a row: each
+        checkpoint row group's statistics count a null key in every row, and no inline or commit add has one.
+        False when the statistics do not say (then read the field)."""
+        import pyarrow.parquet as pq
+
+        from .checkpoint_v2 import all_null
+
+        def empty(adds: Any) -> bool:  # no entry between the first and last offset (null maps hold none)
+            if adds.type.get_field_index(name) < 0 or not len(adds):
+                return True
+            offsets = adds.field(name).offsets
+            return bool(offsets[0].as_py() == offsets[len(offsets) - 1].as_py())
+
+        where = checkpoint_files(self.storage, self.root, self.checkpoint)
+        for path in where.parquet:
+            with self.storage.open_input(path) as fh:
+                meta = pq.ParquetFile(fh).metadata
+                leaf = f"{ADD}.{name}.key_value.key"
+                if not all(all_null(meta.row_group(g), leaf) for g in range(meta.num_row_groups)):
+                    return False
+        inline = inline_adds(where, [name])
+        return (inline is None or empty(inline)) and empty(self.commit_adds)
 
     def _parts(self, fields: Sequence[str], target: Any, ordered: Any) -> Any:
         """Checkpoint parts (one row group at a time; skipped when no row asked lies in it), then the commits'."""

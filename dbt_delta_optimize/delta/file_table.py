@@ -176,6 +176,13 @@ class FileTable:
         """Whether some live file has a deletion vector (no column is built to say no)."""
         return "deletionVector" not in self.null_fields and self.column("deletionVector").null_count < len(self)
 
+    def no_map_entries(self, name: str) -> bool:
+        """Whether no live file has an entry in map field ``name`` (``tags``), known without reading the field
+        (the checkpoint's statistics, ``LazyFields.no_map_entries``); False when not known so."""
+        if self.lazy is None or name in self._loaded or name not in self._missing():
+            return False
+        return bool(self.lazy.no_map_entries(name))
+
     def _missing(self) -> list[str]:
         """The fields read on demand (not held, not known null)."""
         held = {f.name for f in self.adds.type} | self.null_fields

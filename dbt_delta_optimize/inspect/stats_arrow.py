@@ -27,6 +27,9 @@ Path = tuple[str, ...]
 # Arrow reads a JSON null as it reads an absent key, and a bare top-level null crashes pyarrow 26's
 # reader: any "null" token that is not inside a key or word sends the chunk the Python way.
 _NULL = r'(^|[^"\w])null'
+#: Bytes that may precede "null" without it being a JSON null: a quote (a key) or a word character (RE2's
+#: ``\w`` is ASCII): ``_NULL`` over the rows joined by newlines, in numpy.
+_NOT_NULL_BEFORE = frozenset(b'"_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ')
 _SCALAR_KINDS = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_list)
 
 
@@ -131,18 +134,38 @@ def _count(mask: pa.Array | None) -> int:
     return 0 if mask is None else int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
 
 
+def _holds_null(text: Any) -> bool:
+    """Whether ``text`` (the rows joined by newlines, no newline inside a row) holds a match of ``_NULL``."""
+    import numpy as np
+
+    data = np.frombuffer(text, np.uint8)
+    u = np.flatnonzero(data[1:-2] == ord("u")) + 1  # the "u" of each "null"
+    u = u[(data[u - 1] == ord("n")) & (data[u + 1] == ord("l")) & (data[u + 2] == ord("l"))]
+    allowed = np.zeros(256, bool)
+    allowed[list(_NOT_NULL_BEFORE)] = True
+    return bool(len(u)) and (u[0] == 1 or not allowed[data[u - 2]].all())
+
+
+def _readable(rows: pa.Array, joined: Any) -> bool:
+    """Whether ``rows`` (``joined``: them joined by newlines) hold no JSON null, no line break and start with "{"."""
+    text = joined.to_pybytes()
+    if b"\r" in text or text.count(b"\n") != len(rows) - 1:  # a line break inside a row
+        return False
+    if _holds_null(joined):
+        return False
+    return bool(pc.all(pc.starts_with(rows, "{")).as_py()) or bool(
+        pc.all(pc.match_substring_regex(rows, r"^[ \t]*\{")).as_py()
+    )
+
+
 def _parse(rows: pa.Array) -> pa.StructArray | None:
     """Rows (non-empty) read as one JSON object each, or None when Arrow might read them unlike ``json.loads``."""
-    if pc.any(pc.match_substring(rows, "null")).as_py() and pc.any(pc.match_substring_regex(rows, _NULL)).as_py():
-        return None
-    if pc.any(pc.match_substring(rows, "\n")).as_py() or pc.any(pc.match_substring(rows, "\r")).as_py():
-        return None
-    if not pc.all(pc.match_substring_regex(rows, r"^[ \t]*\{")).as_py():
-        return None
     large = pa.types.is_large_string(rows.type)
     bounds = pa.array([0, len(rows)], pa.int64() if large else pa.int32())
     whole = (pa.LargeListArray if large else pa.ListArray).from_arrays(bounds, rows)
     joined = pc.binary_join(whole, pa.scalar("\n", rows.type))[0].as_buffer()
+    if not _readable(rows, joined):
+        return None
     try:
         table = pj.read_json(pa.BufferReader(joined), parse_options=pj.ParseOptions(unexpected_field_behavior="infer"))
     except pa.ArrowException:  # malformed, or a type that changes between rows
