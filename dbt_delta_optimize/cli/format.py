@@ -8,6 +8,7 @@ keys are delta-spark's camelCase metric names and camelCase everywhere else.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,4 @@ def print_table(out: Table, rows: Sequence[Sequence[str]], *, limit: int = MAX_R
 
 def echo_json(value: Any) -> None:
     """The one JSON printer of the CLI (indented; values JSON cannot hold as their text)."""
-    from .json_text import dumps_indented
-
-    click.echo(dumps_indented(value, default=str))
+    click.echo(json.dumps(value, indent=2, default=str))

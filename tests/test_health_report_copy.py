@@ -1,4 +1,4 @@
-"""``cli.json_text.dumps_indented`` writes ``json.dumps(indent=2, default=str)``'s text exactly."""
+"""``HealthReport.to_dict`` copies its JSON-shaped data without deepcopy's memo: the same value, nothing shared."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import enum
 import json
 import random
 
-import pytest
-
-from dbt_delta_optimize.cli.json_text import dumps_indented
 from dbt_delta_optimize.inspect.health_report import _fresh
 
 
@@ -44,25 +41,6 @@ def _value(rng: random.Random, depth: int) -> object:
     if kind < 0.8:
         return tuple(_value(rng, depth + 1) for _ in range(n))
     return {rng.choice(_KEYS): _value(rng, depth + 1) for _ in range(n)}
-
-
-def test_same_text_as_json_dumps_on_random_values():
-    rng = random.Random(36)
-    values = [_value(rng, 0) for _ in range(2000)]
-    for v in values:
-        assert dumps_indented(v, default=str) == json.dumps(v, indent=2, default=str), repr(v)
-    assert dumps_indented(values, default=str) == json.dumps(values, indent=2, default=str)
-
-
-def test_same_errors_as_json_dumps():
-    cycle: list[object] = []
-    cycle.append(cycle)
-    with pytest.raises(ValueError, match="Circular reference"):
-        dumps_indented({"a": cycle}, default=str)
-    with pytest.raises(TypeError, match="keys must be str"):
-        dumps_indented({(1, 2): 3}, default=str)
-    with pytest.raises(TypeError):
-        dumps_indented({"a": object()}, default=lambda o: (_ for _ in ()).throw(TypeError("no")))
 
 
 def test_fresh_copy_equals_deepcopy_and_shares_nothing():
