@@ -844,17 +844,17 @@ print(json.dumps(r.to_dict(), default=str), flush=True)
 """
 
 
-@pytest.mark.slow
-def test_concurrent_auto_compactions_from_two_processes(spark, tmp_path):
+def _race_once(spark, tmp_path) -> tuple[str, list[tuple], list[dict]]:
+    """Two processes auto-compact the same fresh table at the same moment (a file starts both)."""
+    tmp_path.mkdir()
     p = str(tmp_path / "t")
     rs_append(p, ["a", "b"], times=3)
-    since = -1
     before = checked_rows(spark, p)
     go = str(tmp_path / "go")
     env = subprocess_env(tmp_path)
     procs = [
         subprocess.Popen(
-            [PYTHON, "-c", RACE_SCRIPT, p, go, str(since), str(tmp_path / f"w{i}")],
+            [PYTHON, "-c", RACE_SCRIPT, p, go, "-1", str(tmp_path / f"w{i}")],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -880,29 +880,43 @@ def test_concurrent_auto_compactions_from_two_processes(spark, tmp_path):
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+    return p, before, outs
 
-    winners = [o for o in outs if o["metrics"] is not None and o["metrics"]["committedVersions"]]
-    assert len(winners) == 1, outs
-    (won,) = winners[0]["metrics"]["committedVersions"]
-    loser = next(o for o in outs if o is not winners[0])
-    # The loser's own outcome proves the race: it decided on the same version as the winner (both triggered by
-    # the same writes) and lost to the winner's commit, at commit time or bin by bin. A loser that started
-    # after the winner had committed would have seen a compacted table and skipped: not a race.
-    assert loser["triggeringVersions"] == winners[0]["triggeringVersions"], outs
-    lost_commit = loser["status"] == ac.FAILED and "ConcurrentDelete" in (loser["error"] or "")
-    dropped = (loser["metrics"] or {}).get("droppedBins") or []
-    lost_bins = (
-        loser["metrics"] is not None
-        and not loser["metrics"]["committedVersions"]
-        and bool(dropped)
-        and all(d["winningVersion"] == won and "ConcurrentDelete" in d["reason"] for d in dropped)
-    )
-    assert lost_commit or lost_bins, outs
-    assert log_versions(p)[-1] == 3, "exactly one compaction committed"
-    assert counts(p) == {("a",): 1, ("b",): 1}
-    assert_same_rows(spark, p, before)
-    # the loser deleted what it wrote: every data file on disk is one the log knows
-    assert {f for f in data_files(p) if f.endswith(".parquet")} <= referenced_paths(p)
+
+@pytest.mark.slow
+def test_concurrent_auto_compactions_from_two_processes(spark, tmp_path):
+    # On a loaded machine one process can be descheduled until the other has committed; it then sees a
+    # compacted table and skips, which is correct but no race. Each attempt checks every invariant; the
+    # race itself must be seen in one of three attempts.
+    raced = []
+    for attempt in range(3):
+        p, before, outs = _race_once(spark, tmp_path / f"try{attempt}")
+        winners = [o for o in outs if o["metrics"] is not None and o["metrics"]["committedVersions"]]
+        assert len(winners) == 1, outs
+        (won,) = winners[0]["metrics"]["committedVersions"]
+        loser = next(o for o in outs if o is not winners[0])
+        assert log_versions(p)[-1] == 3, "exactly one compaction committed"
+        assert counts(p) == {("a",): 1, ("b",): 1}
+        assert_same_rows(spark, p, before)
+        # the loser deleted what it wrote: every data file on disk is one the log knows
+        assert {f for f in data_files(p) if f.endswith(".parquet")} <= referenced_paths(p)
+        # The loser's own outcome proves the race: it decided on the same version as the winner (both
+        # triggered by the same writes) and lost to the winner's commit, at commit time or bin by bin.
+        if loser["triggeringVersions"] != winners[0]["triggeringVersions"]:
+            assert loser["metrics"] is None or not loser["metrics"]["committedVersions"], outs
+            continue
+        lost_commit = loser["status"] == ac.FAILED and "ConcurrentDelete" in (loser["error"] or "")
+        dropped = (loser["metrics"] or {}).get("droppedBins") or []
+        lost_bins = (
+            loser["metrics"] is not None
+            and not loser["metrics"]["committedVersions"]
+            and bool(dropped)
+            and all(d["winningVersion"] == won and "ConcurrentDelete" in d["reason"] for d in dropped)
+        )
+        assert lost_commit or lost_bins, outs
+        raced.append(attempt)
+        break
+    assert raced, "the two processes never raced in three attempts"
 
 
 # =========================================================================== CLI
