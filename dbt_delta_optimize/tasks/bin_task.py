@@ -150,7 +150,8 @@ def _dictionary(buffered: list[Any], target: Any) -> list[str] | bool:
         n += t.num_rows
         if n >= _SAMPLE_ROWS:
             break
-    sample = pa.concat_tables(head).slice(0, _SAMPLE_ROWS)
+    # contiguous: count_distinct over one chunk a column, not over each small file's (1 ms of a 6 ms choice)
+    sample = pa.concat_tables(head).slice(0, _SAMPLE_ROWS).combine_chunks()
     keep = []
     for field in target:
         column = sample.column(field.name)
