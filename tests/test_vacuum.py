@@ -177,8 +177,7 @@ def test_object_store_vacuum_deletes_tombstones_in_batches(store, request, monke
 def test_our_replay_of_the_file_actions_finds_deltalakes_live_files(tmp_path):
     from urllib.parse import unquote
 
-    from dbt_delta_optimize.delta.log import list_log
-    from dbt_delta_optimize.delta.vacuum_log import read_state
+    from dbt_delta_optimize.delta.vacuum_log import LogReads, read_state
 
     path = str(tmp_path / "t")
     _table(path, batches=4)
@@ -187,7 +186,7 @@ def test_our_replay_of_the_file_actions_finds_deltalakes_live_files(tmp_path):
     DeltaTable(path).delete("id = 5")
     storage = LocalStorage()
     dt = DeltaTable(path)
-    live, dead = read_state(storage, path, dt.version(), list_log(storage, path))
+    live, dead = read_state(LogReads(storage, path), dt.version())
     ours = {unquote(f.path) for f in live}
     theirs = {unquote(p) for p in pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()}
     assert ours == theirs and len(ours) == 2

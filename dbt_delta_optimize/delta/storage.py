@@ -140,13 +140,10 @@ def _listed(e: os.DirEntry[str], path: str) -> Listed | None:
 
 
 def _unlink_all(paths: Sequence[str]) -> int:
-    n = 0
-    for p in paths:
-        try:
-            os.unlink(p)
-            n += 1
-        except FileNotFoundError:
-            pass
+    """Delete in this thread: every path is tried, then the first error other than a file already gone."""
+    n, error = _unlink_chunk(paths)
+    if error is not None:
+        raise error
     return n
 
 

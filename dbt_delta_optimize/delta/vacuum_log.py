@@ -112,14 +112,17 @@ def _checkpoint_actions(storage: Storage, root: str, names: Iterable[str], kind:
 
 @dataclass
 class LogReads:
-    """The log's listing and its commits' bytes, each read once per operation: a commit file never changes
-    once written, and one operation plans from one listing. On an object store every read is a round trip
-    (VACUUM's log head, replay and lite range read the same commits and listing)."""
+    """The log as one operation reads it: its listing once, and each commit once (a commit file never
+    changes once written; on an object store every read is a round trip). VACUUM's log head reads the
+    newest commits' bytes, the replay their actions; ``keep_actions`` (lite mode) keeps the parsed actions
+    for ``range_files``, which reads some commits again."""
 
     storage: Storage
     root: str
+    keep_actions: bool = False
     _listing: LogListing | None = None
-    _commits: dict[int, bytes] = field(default_factory=dict)
+    _bytes: dict[int, bytes] = field(default_factory=dict)
+    _actions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     def listing(self) -> LogListing:
         if self._listing is None:
@@ -127,10 +130,21 @@ class LogReads:
         return self._listing
 
     def commit(self, version: int) -> bytes:
-        data = self._commits.get(version)
+        data = self._bytes.get(version)
         if data is None:
-            data = self._commits[version] = self.storage.read_bytes(commit_path(self.root, version))
+            data = self._bytes[version] = self.storage.read_bytes(commit_path(self.root, version))
         return data
+
+    def actions(self, version: int) -> list[dict[str, Any]]:
+        """A commit's actions, parsed as one JSON array; its bytes are let go once parsed."""
+        found = self._actions.get(version)
+        if found is not None:
+            return found
+        data = self._bytes.pop(version, None)
+        parsed = _parse_commit(data if data is not None else self.storage.read_bytes(commit_path(self.root, version)))
+        if self.keep_actions:
+            self._actions[version] = parsed
+        return parsed
 
 
 def _parse_commit(data: bytes) -> list[dict[str, Any]]:
@@ -146,82 +160,71 @@ def _key(path: str) -> str:
     return unquote(path) if "%" in path else path
 
 
-def read_state(
-    storage: Storage,
-    root: str,
+def _replay(
+    reads: LogReads,
     version: int,
-    listing: LogListing,
-    *,
-    parsed: dict[int, Any] | None = None,
-    read: Callable[[int], bytes] | None = None,
-) -> tuple[list[LogFile], list[LogFile]]:
+    on_commit: Callable[[list[dict[str, Any]]], None],
+    on_checkpoint_add: Callable[[Mapping[str, Any]], None] | None = None,
+) -> list[LogFile]:
+    """The tombstones at ``version``: the newest checkpoint's (its adds, if asked, to ``on_checkpoint_add``),
+    then each commit's after it (its actions, in order, to ``on_commit``)."""
+    storage, root, listing = reads.storage, reads.root, reads.listing()
+    dead: list[LogFile] = []
+    cp = listing.checkpoint_at_or_before(version)
+    if cp is not None:
+        names = listing.checkpoints[cp]
+        dead.extend(_log_file(r, deletion=True) for r in _checkpoint_actions(storage, root, names, "remove"))
+        if on_checkpoint_add is not None:
+            for a in _checkpoint_actions(storage, root, names, "add"):
+                on_checkpoint_add(a)
+    present = set(listing.commits)
+    for v in range(cp + 1 if cp is not None else 0, version + 1):
+        if v in present:
+            actions = reads.actions(v)
+            dead.extend(_log_file(a["remove"], deletion=True) for a in actions if "remove" in a)
+            on_commit(actions)
+    return dead
+
+
+def read_state(reads: LogReads, version: int) -> tuple[list[LogFile], list[LogFile]]:
     """(live files, tombstones) at ``version``, replayed from the newest checkpoint and the commits after it.
 
     Within a commit removes apply before adds, so a DELETE that swaps a file's deletion vector (an add of the
     path with its new DV and a remove with its old one) leaves the file live. Every remove is kept as a
     tombstone, even one a later add undid: that path is live then, and more tombstones only keep more files.
     Adds stay the log's dicts until the end: most of a compaction's adds are removed by a later commit.
-    ``parsed`` (lite mode) keeps each commit's actions for ``range_files``, which reads some of them again;
-    ``read`` gives a commit's bytes (``LogReads``: read once per operation).
     """
     live: dict[str, Mapping[str, Any]] = {}
-    dead: list[LogFile] = []
-    cp = listing.checkpoint_at_or_before(version)
-    if cp is not None:
-        names = listing.checkpoints[cp]
-        dead.extend(_log_file(r, deletion=True) for r in _checkpoint_actions(storage, root, names, "remove"))
-        for a in _checkpoint_actions(storage, root, names, "add"):
-            live[_key(str(a["path"]))] = a
-    present = set(listing.commits)
-    for v in range(cp + 1 if cp is not None else 0, version + 1):
-        if v not in present:
-            continue
-        adds: list[Mapping[str, Any]] = []
-        actions = _parse_commit(read(v) if read is not None else storage.read_bytes(commit_path(root, v)))
-        if parsed is not None:
-            parsed[v] = actions
+
+    def add(a: Mapping[str, Any]) -> None:
+        live[_key(str(a["path"]))] = a
+
+    def apply(actions: list[dict[str, Any]]) -> None:
         for action in actions:
             if "remove" in action:
-                gone = action["remove"]
-                dead.append(_log_file(gone, deletion=True))
-                live.pop(_key(str(gone["path"])), None)
-            elif "add" in action:
-                adds.append(action["add"])
-        live.update((_key(str(a["path"])), a) for a in adds)
+                live.pop(_key(str(action["remove"]["path"])), None)
+        for action in actions:
+            if "add" in action and "remove" not in action:
+                add(action["add"])
+
+    dead = _replay(reads, version, apply, add)
     return [_log_file(a, deletion=False) for a in live.values()], dead
 
 
-def read_tombstones(storage: Storage, root: str, version: int, listing: LogListing) -> list[LogFile]:
+def read_tombstones(reads: LogReads, version: int) -> list[LogFile]:
     """Every remove at ``version`` (the checkpoint's and the commits' after it), without the live files:
     what a report needs first, as most tables have no expired tombstone to check against the live set."""
-    dead: list[LogFile] = []
-    cp = listing.checkpoint_at_or_before(version)
-    if cp is not None:
-        names = listing.checkpoints[cp]
-        dead.extend(_log_file(r, deletion=True) for r in _checkpoint_actions(storage, root, names, "remove"))
-    present = set(listing.commits)
-    for v in range(cp + 1 if cp is not None else 0, version + 1):
-        if v in present:
-            actions = _parse_commit(storage.read_bytes(commit_path(root, v)))
-            dead.extend(_log_file(a["remove"], deletion=True) for a in actions if "remove" in a)
-    return dead
+    return _replay(reads, version, lambda _actions: None)
 
 
-def range_files(
-    storage: Storage, root: str, start: int, end: int, *, parsed: Mapping[int, Any] | None = None
-) -> list[LogFile]:
-    """Lite mode's input: the removes (with their deletion time) and change data files of commits start..end
-    (taken from ``parsed`` when ``read_state`` parsed them already)."""
+def range_files(reads: LogReads, start: int, end: int) -> list[LogFile]:
+    """Lite mode's input: the removes (with their deletion time) and change data files of commits start..end."""
     out: list[LogFile] = []
     for v in range(start, end + 1):
         try:
-            actions = (
-                parsed[v]
-                if parsed is not None and v in parsed
-                else _parse_commit(storage.read_bytes(commit_path(root, v)))
-            )
+            actions = reads.actions(v)
         except (ValueError, FileNotFoundError):
-            actions = read_commit(storage, root, v)  # raises the typed error naming the version
+            actions = read_commit(reads.storage, reads.root, v)  # raises the typed error naming the version
         for action in actions:
             if "remove" in action:
                 out.append(_log_file(action["remove"], deletion=True))

@@ -22,7 +22,7 @@ from typing import Any
 from ..delta.log import LOG_DIR, commit_path, list_log
 from ..delta.snapshot import Snapshot
 from ..delta.storage import join
-from ..delta.vacuum_log import LAST_VACUUM_INFO, dv_relative_path, read_tombstones
+from ..delta.vacuum_log import LAST_VACUUM_INFO, LogReads, dv_relative_path, read_tombstones
 from ..plan.vacuum import parse_interval_ms, protected_paths, relative_path
 
 __all__ = ["DEFAULT_RETENTION", "VacuumState", "last_vacuum", "table_retention_ms", "vacuum_state"]
@@ -189,7 +189,7 @@ def vacuum_state(snapshot: Snapshot, *, now_ms: int) -> VacuumState:
     storage, root = snapshot.storage, snapshot.location
     retention = table_retention_ms(snapshot.configuration)
     delete_before = now_ms - retention
-    dead = read_tombstones(storage, root, snapshot.version, list_log(storage, root))
+    dead = read_tombstones(LogReads(storage, root), snapshot.version)
     last = last_vacuum(snapshot)
     done = (last or {}).get("deletedBeforeMs") or 0  # what the last completed run already deleted
     window = [t for t in dead if done <= t.deletion_timestamp < delete_before]

@@ -171,9 +171,7 @@ def _logging_on(setting: bool | None, location: str) -> bool:
     return scheme in _LOGGED_SCHEMES
 
 
-def _lite_plan(
-    table: Table, protected: set[str], delete_before: int, parsed: Mapping[int, Any], reads: LogReads
-) -> tuple[VacuumPlan, int | None]:
+def _lite_plan(table: Table, protected: set[str], delete_before: int, reads: LogReads) -> tuple[VacuumPlan, int | None]:
     snapshot, storage, root = table.snapshot, table.storage, table.location
     outside = _outside(snapshot, delete_before)
     listing = reads.listing()
@@ -190,7 +188,7 @@ def _lite_plan(
     if found is None:
         return VacuumPlan(), outside
     start, end = found
-    files = range_files(storage, root, start, end, parsed=parsed)
+    files = range_files(reads, start, end)
     local = isinstance(storage, LocalStorage)  # Hadoop's local file system leaves `.name.crc` sidecars
     plan = plan_lite(
         root, files, protected=protected, delete_before=delete_before, start=start, end=end, sidecars=local
@@ -234,13 +232,12 @@ def _planned(
     if mode == "full":
         listing = cluster.listing() if cluster is not None else Prefetched(partial(_walk, opened))
     try:
-        parsed: dict[int, Any] | None = {} if listing is None else None  # lite reads some commits again
-        live, dead = _read_state(opened, parsed, reads)
+        live, dead = _read_state(opened, reads)
         if also_live:  # deltalake's replay is there already: keep what either one calls live
             live.extend(live_files(opened.snapshot.file_table.adds))
         protected = protected_paths(opened.location, live, dead, delete_before)
         if listing is None:
-            return (*_lite_plan(opened, protected, delete_before, parsed or {}, reads), None)
+            return (*_lite_plan(opened, protected, delete_before, reads), None)
         expired = [t.path for t in dead if t.deletion_timestamp < delete_before]
         plan = plan_vacuum(
             opened.location,
@@ -316,12 +313,11 @@ def _head_snapshot(location: str, reads: LogReads) -> Snapshot | None:
     return Snapshot(root, version, protocol, metadata, (), storage, FileTable(None, None))
 
 
-def _read_state(table: Table, parsed: dict[int, Any] | None, reads: LogReads) -> tuple[list[LogFile], list[LogFile]]:
+def _read_state(table: Table, reads: LogReads) -> tuple[list[LogFile], list[LogFile]]:
     """Live files and tombstones; a log our replay cannot parse gets deltalake's diagnosis (a typed error)."""
     storage, root = table.storage, table.location
     try:
-        version = table.snapshot.version
-        return read_state(storage, root, version, reads.listing(), parsed=parsed, read=reads.commit)
+        return read_state(reads, table.snapshot.version)
     except (ValueError, KeyError, TypeError) as exc:
         from ..delta.snapshot import load_log_snapshot
 
@@ -411,6 +407,7 @@ def vacuum(
     opened = dataclasses.replace(opened, location=snapshot.location)
     if reads is None or reads.root != opened.location:
         reads = LogReads(opened.storage, opened.location)
+    reads.keep_actions = mode == "lite"  # lite's range reads commits the replay parsed
     ensure_write_supported(snapshot.protocol, snapshot.metadata, table=opened.name)
     table_ms = _table_retention_ms(snapshot)
     problem = retention_problem(retain_ms, table_ms, allow_short=bool(settings["allow_short_retention"]))
