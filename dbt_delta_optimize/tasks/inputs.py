@@ -82,7 +82,7 @@ def _parquet(source: Any, path: str) -> Any:
     in_memory = isinstance(source, bytes)
     try:
         # pre_buffer (pyarrow's default) plans and caches ranged reads ahead: nothing to gain on bytes already
-        # in memory, and about 20 us of a 5.5 KB file's 230 (docs/performance.md, "Tiny files (round 3)").
+        # in memory, and about 10 us of a 5.5 KB file's 100 in pyarrow (docs/performance.md, "Tiny files (round 3)").
         pf = pq.ParquetFile(
             pa.BufferReader(source) if in_memory else source, coerce_int96_timestamp_unit="us", pre_buffer=not in_memory
         )
