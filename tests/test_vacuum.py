@@ -174,6 +174,30 @@ def test_object_store_vacuum_deletes_tombstones_in_batches(store, request, monke
     assert DeltaTable(url).to_pyarrow_table().column("id").to_pylist() == [9]
 
 
+def test_lite_vacuum_on_s3_lists_the_log_once_and_probes_no_folder(s3_server, monkeypatch):
+    """Every listing is a round trip (and a scan of the bucket on some servers): the log's listing gives the
+    commits' timestamps too, and the concurrent-commit guard reads the next commit instead of HEAD + LIST."""
+    from dbt_delta_optimize.delta.object_store import ObjectStorage
+
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    url = f"s3://{s3_server.new_bucket()}/t"
+    _table(url)
+    calls: list[tuple[str, str]] = []
+    for name in ("list_top", "list_dir", "walk", "exists", "stat"):
+        original = getattr(ObjectStorage, name)
+
+        def counted(self, path, *args, _name=name, _original=original, **kwargs):
+            calls.append((_name, path.rsplit("/t/", 1)[-1]))
+            return _original(self, path, *args, **kwargs)
+
+        monkeypatch.setattr(ObjectStorage, name, counted)
+    metrics = vacuum(None, url, retain="0h", mode="lite", allow_short_retention=True)
+    assert metrics.files_deleted == 3
+    assert calls == [("list_top", "_delta_log")]
+    assert DeltaTable(url).to_pyarrow_table().column("id").to_pylist() == [9]
+
+
 def test_our_replay_of_the_file_actions_finds_deltalakes_live_files(tmp_path):
     from urllib.parse import unquote
 

@@ -26,6 +26,8 @@ __all__ = [
     "diagnose",
     "latest_version",
     "list_log",
+    "log_listing",
+    "parse_commit",
     "raw_adds",
     "read_commit",
     "read_commits",
@@ -59,9 +61,14 @@ def commit_path(root: str, version: int) -> str:
 
 def list_log(storage: Storage, root: str) -> LogListing:
     """Commits and checkpoints in the log folder (sorted); raises if the table has no log."""
+    return log_listing(storage.list_dir(join(root, LOG_DIR)), root)
+
+
+def log_listing(names: Iterable[str], root: str) -> LogListing:
+    """The commits and checkpoints among the names in a log folder (``list_log`` from a listing at hand)."""
     commits: list[int] = []
     checkpoints: dict[int, list[str]] = {}
-    for name in storage.list_dir(join(root, LOG_DIR)):
+    for name in names:
         if m := _COMMIT_RE.match(name):
             commits.append(int(m.group(1)))
         elif (m := _CHECKPOINT_RE.match(name)) or (m := _V2_CHECKPOINT_RE.match(name)):
@@ -79,7 +86,7 @@ def latest_version(storage: Storage, root: str) -> int:
     return list_log(storage, root).latest
 
 
-def _parse_lines(data: bytes, root: str, version: int) -> list[dict[str, Any]]:
+def parse_commit(data: bytes, root: str, version: int) -> list[dict[str, Any]]:
     """A commit's actions: parsed as one JSON array (one call, not one per line: a 10,000-action commit
     parses in half the time), and line by line only when that fails, for the error naming the line."""
     lines = [line for line in data.splitlines() if line.strip()]
@@ -122,7 +129,7 @@ def read_commit(storage: Storage, root: str, version: int) -> list[dict[str, Any
         raise TableNotFoundError(
             f"Version {version} of '{root}' is not in the log (it may have been cleaned up by log retention)."
         ) from exc
-    return _parse_lines(data, root, version)
+    return parse_commit(data, root, version)
 
 
 def read_commits(storage: Storage, root: str, start: int, end: int) -> list[tuple[int, list[dict[str, Any]]]]:

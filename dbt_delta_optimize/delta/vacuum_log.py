@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from .checkpoint_v2 import checkpoint_files
 from .in_commit_timestamps import in_commit_timestamp
-from .log import LOG_DIR, LogListing, commit_path, list_log, read_commit
+from .log import LOG_DIR, LogListing, commit_path, log_listing, parse_commit, read_commit
 from .storage import Storage, join
 
 __all__ = [
@@ -121,18 +121,33 @@ class LogReads:
     root: str
     keep_actions: bool = False
     _listing: LogListing | None = None
+    _mtimes: dict[int, int] = field(default_factory=dict)
     _bytes: dict[int, bytes] = field(default_factory=dict)
     _actions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     def listing(self) -> LogListing:
+        """The log's commits and checkpoints, from one listing that also gives each commit's modification
+        time (``commit_timestamps``: no second listing, a full scan of the bucket on some servers)."""
         if self._listing is None:
-            self._listing = list_log(self.storage, self.root)
+            files, folders = self.storage.list_top(join(self.root, LOG_DIR), lambda name: False)
+            for f in files:
+                if (m := _COMMIT_RE.match(f.path)) is not None:
+                    self._mtimes[int(m.group(1))] = f.mtime_ms
+            self._listing = log_listing([*(f.path for f in files if not f.is_dir), *folders], self.root)
         return self._listing
 
-    def commit(self, version: int) -> bytes:
+    def commit_mtimes(self) -> dict[int, int]:
+        """Each listed commit's modification time (ms)."""
+        self.listing()
+        return self._mtimes
+
+    def commit(self, version: int, *, keep: bool = True) -> bytes:
+        """A commit's bytes (kept for ``actions`` unless ``keep`` is off: a read of many commits)."""
         data = self._bytes.get(version)
         if data is None:
-            data = self._bytes[version] = self.storage.read_bytes(commit_path(self.root, version))
+            data = self.storage.read_bytes(commit_path(self.root, version))
+            if keep:
+                self._bytes[version] = data
         return data
 
     def actions(self, version: int) -> list[dict[str, Any]]:
@@ -233,13 +248,22 @@ def range_files(reads: LogReads, start: int, end: int) -> list[LogFile]:
     return out
 
 
+def _commit_if_any(storage: Storage, root: str, version: int) -> list[dict[str, Any]] | None:
+    """A commit's actions, or None when it is not there (one GET: no HEAD and folder listing first)."""
+    try:
+        data = storage.read_bytes(commit_path(root, version))
+    except FileNotFoundError:
+        return None
+    return parse_commit(data, root, version)
+
+
 def added_since(storage: Storage, root: str, version: int) -> tuple[set[str], set[str]]:
     """(paths, DV paths) that commits after ``version`` added: what a concurrent writer made live again."""
     paths: set[str] = set()
     dvs: set[str] = set()
     v = version + 1
-    while storage.exists(commit_path(root, v)):
-        for action in read_commit(storage, root, v):
+    while (actions := _commit_if_any(storage, root, v)) is not None:
+        for action in actions:
             add = action.get("add") or action.get("remove")
             if add is None:
                 continue
@@ -252,20 +276,15 @@ def added_since(storage: Storage, root: str, version: int) -> tuple[set[str], se
     return paths, dvs
 
 
-def commit_timestamps(storage: Storage, root: str, *, ict_from: int | None) -> list[tuple[int, int]]:
-    """(version, timestamp) of every commit file in the log: its in-commit timestamp from ``ict_from`` on,
-    else the file's modification time (as DeltaHistoryManager; monotonized by the planner)."""
+def commit_timestamps(reads: LogReads, *, ict_from: int | None) -> list[tuple[int, int]]:
+    """(version, timestamp) of every commit file in the log's listing: its in-commit timestamp from
+    ``ict_from`` on, else the file's modification time (as DeltaHistoryManager; monotonized by the planner)."""
     out: list[tuple[int, int]] = []
-    for entry in storage.walk(join(root, LOG_DIR), lambda name: _COMMIT_RE.match(name) is None, by_prefix=False):
-        m = _COMMIT_RE.match(entry.path)
-        if m is None:
-            continue
-        version = int(m.group(1))
-        ts = entry.mtime_ms
+    for version, ts in sorted(reads.commit_mtimes().items()):
         if ict_from is not None and version >= ict_from:
-            ts = in_commit_timestamp(read_commit(storage, root, version)) or ts
+            ts = in_commit_timestamp(parse_commit(reads.commit(version, keep=False), reads.root, version)) or ts
         out.append((version, ts))
-    return sorted(out)
+    return out
 
 
 def read_last_vacuum(storage: Storage, root: str) -> int | None:

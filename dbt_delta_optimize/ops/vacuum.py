@@ -173,7 +173,7 @@ def _logging_on(setting: bool | None, location: str) -> bool:
 
 def _lite_plan(table: Table, protected: set[str], delete_before: int, reads: LogReads) -> tuple[VacuumPlan, int | None]:
     snapshot, storage, root = table.snapshot, table.storage, table.location
-    outside = _outside(snapshot, delete_before)
+    outside = _outside(snapshot, delete_before, reads)
     listing = reads.listing()
     earliest = listing.commits[0] if listing.commits else snapshot.version
     try:
@@ -196,7 +196,7 @@ def _lite_plan(table: Table, protected: set[str], delete_before: int, reads: Log
     return plan, outside
 
 
-def _outside(snapshot: Snapshot, delete_before: int) -> int | None:
+def _outside(snapshot: Snapshot, delete_before: int, reads: LogReads) -> int | None:
     """The newest commit at or before ``delete_before`` (delta-spark's latestCommitVersionOutsideOfRetention)."""
     from ..delta.in_commit_timestamps import enablement, ict_enabled
 
@@ -204,7 +204,7 @@ def _outside(snapshot: Snapshot, delete_before: int) -> int | None:
     if ict_enabled(snapshot.metadata):
         found = enablement(snapshot.metadata)
         ict_from = found[0] if found is not None else 0
-    commits = commit_timestamps(snapshot.storage, snapshot.location, ict_from=ict_from)
+    commits = commit_timestamps(reads, ict_from=ict_from)
     return active_commit_at([c for c in commits if c[0] <= snapshot.version], delete_before)
 
 
@@ -465,7 +465,7 @@ def vacuum(
             {"numDeletedFiles": files, "numVacuumedDirectories": folders},
         )
     if mode == "full":
-        outside = _outside(snapshot, delete_before)
+        outside = _outside(snapshot, delete_before, reads)
     if outside is not None:
         write_last_vacuum(opened.storage, opened.location, outside)
     log.info("vacuumed %s: %d files (%d bytes), %d folders", opened.name, files, plan.bytes, folders)
