@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dbt_delta_optimize.delta.log import _parse_each, _parse_lines
+from dbt_delta_optimize.delta.log import _parse_each, parse_commit
 from dbt_delta_optimize.errors import CorruptLogError
 from tests.helpers import arrow_rewrite
 
@@ -86,7 +86,7 @@ def test_a_commit_parses_to_the_same_actions_as_line_by_line():
         for i in range(50)
     ]
     data = _commit([json.dumps(a) for a in actions]) + b"\n\n"
-    assert _parse_lines(data, "t", 3) == _parse_each(data, "t", 3) == actions
+    assert parse_commit(data, "t", 3) == _parse_each(data, "t", 3) == actions
 
 
 @pytest.mark.parametrize(
@@ -100,5 +100,5 @@ def test_a_commit_parses_to_the_same_actions_as_line_by_line():
 )
 def test_a_damaged_commit_still_names_its_line(lines, message):
     with pytest.raises(CorruptLogError, match=message) as info:
-        _parse_lines(_commit(lines), "t", 3)
+        parse_commit(_commit(lines), "t", 3)
     assert info.value.version == 3
