@@ -10,6 +10,7 @@ from dbt_delta_optimize.plan.vacuum import (
     HOUR_MS,
     LITE_REFUSAL,
     active_commit_at,
+    active_ict_commit,
     is_hidden,
     lite_range,
     parse_interval_ms,
@@ -171,6 +172,31 @@ def test_active_commit_monotonizes_timestamps():
     assert active_commit_at(commits, 100) == 0
     assert active_commit_at(commits, 101) == 1
     assert active_commit_at(commits, 10_000) == 2
+
+
+def test_in_commit_timestamps_are_searched_not_read_one_by_one():
+    """The binary search finds what the linear scan finds, on growing timestamps with gaps in the versions,
+    and reads about log2(n) commits."""
+    import math
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randint(1, 400)
+        versions = sorted(rng.sample(range(5 * n), n))
+        times = sorted(rng.sample(range(10 * n), n))  # strictly growing, as in-commit timestamps are
+        ict = dict(zip(versions, times))
+        read: list[int] = []
+
+        def ict_of(v: int, _ict: dict[int, int] = ict, _read: list[int] = read) -> int:
+            _read.append(v)
+            return _ict[v]
+
+        for t in (rng.randint(-5, 10 * n + 5), times[0] - 1, times[-1], times[rng.randrange(n)]):
+            read.clear()
+            assert active_ict_commit(versions, t, ict_of) == active_commit_at(list(ict.items()), t)
+            assert len(read) <= math.ceil(math.log2(n)) + 2
+    assert active_ict_commit([], 5, lambda v: 0) is None
 
 
 def test_durations_and_the_retention_check():

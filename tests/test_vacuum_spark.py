@@ -268,3 +268,79 @@ def test_standalone_cluster_vacuum_leaves_what_the_driver_and_delta_spark_leave(
     ops = [r.operation for r in spark.sql(f"DESCRIBE HISTORY delta.`{b}` LIMIT 2").collect()]
     assert ops == ["VACUUM END", "VACUUM START"]
     assert json.loads(json.dumps(metrics))["readVersion"] == local.read_version
+
+
+def test_in_commit_timestamps_find_the_commit_outside_the_retention_by_binary_search(spark, tmp_path, monkeypatch):
+    """On a delta-spark table with in-commit timestamps, the newest commit at or before a time is the one its
+    commitInfo's inCommitTimestamp says (read here commit by commit), found reading about log2(n) commits."""
+    import json
+
+    from dbt_delta_optimize.delta.snapshot import load_snapshot
+    from dbt_delta_optimize.delta.storage import LocalStorage
+    from dbt_delta_optimize.delta.vacuum_log import LogReads
+    from dbt_delta_optimize.ops import vacuum as ops_vacuum
+
+    path = str(tmp_path / "ict")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id INT) USING delta TBLPROPERTIES ('delta.enableInCommitTimestamps'='true')"
+    )
+    for i in range(11):
+        spark.createDataFrame([(i,)], "id INT").write.format("delta").mode("append").save(path)
+    log = Path(path, "_delta_log")
+    ict = {}
+    for f in sorted(log.glob("*.json")):
+        info = json.loads(f.read_text().splitlines()[0])["commitInfo"]
+        ict[int(f.name.split(".")[0])] = info["inCommitTimestamp"]
+    assert len(ict) == 12 and list(ict.values()) == sorted(ict.values())
+    snapshot = load_snapshot(path)
+    reads_made: list[str] = []
+    original = LocalStorage.read_bytes
+
+    def counted(self, p):
+        reads_made.append(p)
+        return original(self, p)
+
+    monkeypatch.setattr(LocalStorage, "read_bytes", counted)
+    for version, ts in ict.items():
+        for t, expected in ((ts, version), (ts - 1, version - 1 if version > 0 else None)):
+            reads_made.clear()
+            found = ops_vacuum._outside(snapshot, t, LogReads(LocalStorage(), snapshot.location))
+            assert found == expected, (version, t)
+            assert len(reads_made) <= 6  # 12 commits: log2 + 2, not all 12
+
+
+def test_in_commit_timestamps_enabled_later_split_the_search_at_the_enablement(spark, tmp_path):
+    """Before the enablement the commit files' times count (monotonized), from it on the in-commit timestamps:
+    a time between them lands on the right side, as in DeltaHistoryManager.getActiveCommitAtTime."""
+    import json
+
+    from dbt_delta_optimize.delta.in_commit_timestamps import enablement
+    from dbt_delta_optimize.delta.snapshot import load_snapshot
+    from dbt_delta_optimize.delta.storage import LocalStorage
+    from dbt_delta_optimize.delta.vacuum_log import LogReads
+    from dbt_delta_optimize.ops import vacuum as ops_vacuum
+
+    path = str(tmp_path / "later")
+    for i in range(3):
+        spark.createDataFrame([(i,)], "id INT").write.format("delta").mode("append").save(path)
+    log = Path(path, "_delta_log")
+    old = time.time() - 3600
+    for v in range(3):  # the files' times an hour ago, a second apart
+        os.utime(log / f"{v:020d}.json", (old + v, old + v))
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableInCommitTimestamps'='true')")
+    for i in range(3):
+        spark.createDataFrame([(i,)], "id INT").write.format("delta").mode("append").save(path)
+    snapshot = load_snapshot(path)
+    found = enablement(snapshot.metadata)
+    assert found is not None and found[0] == 3
+    ict = {v: json.loads((log / f"{v:020d}.json").read_text().splitlines()[0])["commitInfo"]["inCommitTimestamp"]
+           for v in range(3, 6)}  # fmt: skip
+
+    def outside(t: int) -> int | None:
+        return ops_vacuum._outside(snapshot, t, LogReads(LocalStorage(), snapshot.location))
+
+    assert outside(int(old * 1000) - 1) is None
+    assert outside(int(old * 1000) + 1000) == 1  # by the files' times
+    assert outside(found[1] - 1) == 2  # after the last file time, before the enablement
+    assert outside(found[1]) == 3
+    assert outside(ict[5] - 1) == 4 and outside(ict[5]) == 5

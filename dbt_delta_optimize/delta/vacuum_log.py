@@ -24,7 +24,7 @@ __all__ = [
     "LogFile",
     "LogReads",
     "added_since",
-    "commit_timestamps",
+    "commit_ict",
     "dv_relative_path",
     "live_files",
     "range_files",
@@ -127,7 +127,7 @@ class LogReads:
 
     def listing(self) -> LogListing:
         """The log's commits and checkpoints, from one listing that also gives each commit's modification
-        time (``commit_timestamps``: no second listing, a full scan of the bucket on some servers)."""
+        time (``commit_ict``, VACUUM's retention cut: no second listing, a full scan of the bucket on some servers)."""
         if self._listing is None:
             files, folders = self.storage.list_top(join(self.root, LOG_DIR), lambda name: False)
             for f in files:
@@ -276,15 +276,19 @@ def added_since(storage: Storage, root: str, version: int) -> tuple[set[str], se
     return paths, dvs
 
 
-def commit_timestamps(reads: LogReads, *, ict_from: int | None) -> list[tuple[int, int]]:
-    """(version, timestamp) of every commit file in the log's listing: its in-commit timestamp from
-    ``ict_from`` on, else the file's modification time (as DeltaHistoryManager; monotonized by the planner)."""
-    out: list[tuple[int, int]] = []
-    for version, ts in sorted(reads.commit_mtimes().items()):
-        if ict_from is not None and version >= ict_from:
-            ts = in_commit_timestamp(parse_commit(reads.commit(version, keep=False), reads.root, version)) or ts
-        out.append((version, ts))
-    return out
+def commit_ict(reads: LogReads, version: int) -> int:
+    """A commit's in-commit timestamp (its first line, the commitInfo the protocol puts first; the whole
+    commit when that line is not it), else the file's modification time (as DeltaHistoryManager)."""
+    data = reads.commit(version, keep=False)
+    first = data.split(b"\n", 1)[0]
+    try:
+        head = json.loads(first)
+    except ValueError:
+        head = None
+    found = in_commit_timestamp([head]) if isinstance(head, dict) else None
+    if found is None:
+        found = in_commit_timestamp(parse_commit(data, reads.root, version))
+    return found if found is not None else reads.commit_mtimes().get(version, 0)
 
 
 def read_last_vacuum(storage: Storage, root: str) -> int | None:

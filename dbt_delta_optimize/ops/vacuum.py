@@ -30,7 +30,7 @@ from ..delta.vacuum_log import (
     LogFile,
     LogReads,
     added_since,
-    commit_timestamps,
+    commit_ict,
     live_files,
     range_files,
     read_last_vacuum,
@@ -43,6 +43,7 @@ from ..plan.vacuum import (
     Candidate,
     VacuumPlan,
     active_commit_at,
+    active_ict_commit,
     is_hidden,
     lite_range,
     parse_interval_ms,
@@ -197,15 +198,21 @@ def _lite_plan(table: Table, protected: set[str], delete_before: int, reads: Log
 
 
 def _outside(snapshot: Snapshot, delete_before: int, reads: LogReads) -> int | None:
-    """The newest commit at or before ``delete_before`` (delta-spark's latestCommitVersionOutsideOfRetention)."""
+    """The newest commit at or before ``delete_before`` (delta-spark's latestCommitVersionOutsideOfRetention):
+    by the commit files' modification times, or, where in-commit timestamps are on, by a binary search of
+    them (DeltaHistoryManager.getActiveCommitAtTime)."""
     from ..delta.in_commit_timestamps import enablement, ict_enabled
 
-    ict_from = None
-    if ict_enabled(snapshot.metadata):
-        found = enablement(snapshot.metadata)
-        ict_from = found[0] if found is not None else 0
-    commits = commit_timestamps(reads, ict_from=ict_from)
-    return active_commit_at([c for c in commits if c[0] <= snapshot.version], delete_before)
+    commits = [(v, ts) for v, ts in sorted(reads.commit_mtimes().items()) if v <= snapshot.version]
+    if not commits or not ict_enabled(snapshot.metadata):
+        return active_commit_at(commits, delete_before)
+    earliest = commits[0][0]
+    found = enablement(snapshot.metadata)
+    if found is not None and found[1] > delete_before:  # ICT came later: the commits before it, by file time
+        return active_commit_at([c for c in commits if c[0] < found[0]], delete_before)
+    start = max(earliest, found[0]) if found is not None else earliest
+    versions = [v for v, _ in commits if v >= start]
+    return active_ict_commit(versions, delete_before, partial(commit_ict, reads))
 
 
 def _walk(table: Table) -> Iterator[Listed]:
