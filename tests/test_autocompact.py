@@ -913,7 +913,10 @@ def test_concurrent_auto_compactions_from_two_processes(spark, tmp_path):
             and bool(dropped)
             and all(d["winningVersion"] == won and "ConcurrentDelete" in d["reason"] for d in dropped)
         )
-        assert lost_commit or lost_bins, outs
+        assert lost_commit or lost_bins, (
+            f"the loser neither lost the commit nor its bins: status={loser['status']!r}\n"
+            f"error={loser['error']!r}\nmetrics={loser['metrics']!r}\nwinner={winners[0]!r}"
+        )
         raced.append(attempt)
         break
     assert raced, "the two processes never raced in three attempts"

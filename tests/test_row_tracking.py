@@ -378,7 +378,12 @@ def test_in_commit_timestamps_history_and_time_travel(spark, tmp_path):
     dt = DeltaTable(p)
     dt.load_as_version(max(at_ours, at_file))
     assert dt.version() == version
-    dt.load_as_version(at_ours - datetime.timedelta(milliseconds=1))
+    # Just before both our commit's time and its file's: the file's mtime has the disk's coarse clock
+    # (ext4 stamps by the kernel tick), so it can lie a few ms before our in-commit timestamp.
+    before_ours = min(at_ours, at_file) - datetime.timedelta(milliseconds=1)
+    previous_file = os.path.join(p, "_delta_log", f"{version - 1:020d}.json")
+    assert os.path.getmtime(previous_file) <= before_ours.timestamp()
+    dt.load_as_version(before_ours)
     assert dt.version() == version - 1
     from dbt_delta_optimize.inspect.history import history as our_history
 
