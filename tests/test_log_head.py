@@ -51,9 +51,12 @@ def test_a_gap_in_the_commits_is_left_to_deltalake(tmp_path):
 def test_a_commit_parses_in_one_go_blank_lines_and_crlf_too_and_bad_json_still_raises():
     import pytest
 
-    from dbt_delta_optimize.delta.vacuum_log import _parse_commit
+    from dbt_delta_optimize.delta.log import parse_commit
+    from dbt_delta_optimize.errors import CorruptLogError
 
-    assert _parse_commit(b'{"a":1}\r\n\r\n  \n{"b":2}\n') == [{"a": 1}, {"b": 2}]
-    assert _parse_commit(b'{"a":1}\n{"b":2}') == [{"a": 1}, {"b": 2}]
-    with pytest.raises(ValueError):
-        _parse_commit(b'{"a":1}\n{bad\n')
+    assert parse_commit(b'{"a":1}\r\n\r\n  \n{"b":2}\n', "t", 3) == [{"a": 1}, {"b": 2}]
+    assert parse_commit(b'{"a":1}\n{"b":2}', "t", 3) == [{"a": 1}, {"b": 2}]
+    with pytest.raises(CorruptLogError, match=r"line 2 of 00000000000000000003\.json"):
+        parse_commit(b'{"a":1}\n{bad\n', "t", 3)
+    with pytest.raises(CorruptLogError, match="line 1 of"):  # two objects on one line are not two actions
+        parse_commit(b'{"a":1},{"b":2}\n', "t", 3)

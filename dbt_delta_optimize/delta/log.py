@@ -88,13 +88,19 @@ def latest_version(storage: Storage, root: str) -> int:
 
 def parse_commit(data: bytes, root: str, version: int) -> list[dict[str, Any]]:
     """A commit's actions: parsed as one JSON array (one call, not one per line: a 10,000-action commit
-    parses in half the time), and line by line only when that fails, for the error naming the line."""
-    lines = [line for line in data.splitlines() if line.strip()]
+    parses in half the time; its lines joined without splitting them first, then without blank lines), and
+    line by line only when that fails, for the error naming the line."""
+    body = data.strip()
     try:
-        parsed = json.loads(b"[" + b",".join(lines) + b"]")
-    except ValueError:
-        parsed = None
-    if parsed is not None and len(parsed) == len(lines) and all(isinstance(a, dict) for a in parsed):
+        parsed = json.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        count = body.count(b"\n") + 1
+    except ValueError:  # blank lines leave empty elements: join the non-blank ones
+        lines = [line for line in data.splitlines() if line.strip()]
+        try:
+            parsed, count = json.loads(b"[" + b",".join(lines) + b"]"), len(lines)
+        except ValueError:
+            parsed = None
+    if parsed is not None and len(parsed) == count and all(isinstance(a, dict) for a in parsed):
         return cast("list[dict[str, Any]]", parsed)
     return _parse_each(data, root, version)
 
