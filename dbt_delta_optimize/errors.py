@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-#: Process exit codes by kind of outcome (the CLI's, documented in its --help and the README).
+#: Process exit codes by kind of outcome (the CLI's, documented in its --help and docs/errors.md).
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
