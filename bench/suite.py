@@ -6,7 +6,7 @@ run (medians, alternating order) and writes its figures as JSON; this runner col
 against the issue targets, and compares them with ``bench/baseline.json``: a ratio worse than recorded by more
 than the run-to-run noise this run measured itself (``bench/noise.py``: max(10%, 1.5 x the relative spread of
 the per-repeat ratios)) is printed as REGRESSED. ``--record`` makes this run the new baseline; ``--docs FILE`` (repeatable:
-README.md and docs/performance.md) rewrites the table between ``<!-- bench:start -->`` and ``<!-- bench:end -->``
+docs/performance.md) rewrites the table between ``<!-- bench:start -->`` and ``<!-- bench:end -->``
 in FILE from this run's output.
 
     .venv/bin/python bench/suite.py                    # everything (about 20 minutes on 2 cores)

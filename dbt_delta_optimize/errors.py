@@ -29,6 +29,7 @@ __all__ = [
     "InvalidPredicateError",
     "MetadataChangedError",
     "NotADeltaTableError",
+    "OutputPathError",
     "ProtocolChangedError",
     "SparkConnectError",
     "SparkStartError",
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-#: Process exit codes by kind of outcome (the CLI's, documented in its --help and the README).
+#: Process exit codes by kind of outcome (the CLI's, documented in its --help and docs/errors.md).
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -65,6 +66,16 @@ class InvalidConfigError(InvalidArgumentError):
 
 class InvalidPredicateError(InvalidArgumentError):
     """A WHERE predicate does not parse, or references something it may not."""
+
+
+class OutputPathError(InvalidArgumentError):
+    """A file the command would write cannot be written there (no such folder, a folder, not writable):
+    refused before any table is opened, so no work is done and then lost."""
+
+    def __init__(self, message: str, *, option: str = "", path: str = "") -> None:
+        super().__init__(message)
+        self.option = option
+        self.path = path
 
 
 class StorageAccessError(DeltaOptimizeError, OSError):

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
-from dbt_delta_optimize.engine.session import resolve_table
+from dbt_delta_optimize.engine.session import catalog_start_reason, resolve_table
 from dbt_delta_optimize.errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
+from dbt_delta_optimize.ops.pipeline import Session, Target
 
 
 @pytest.fixture
@@ -97,3 +102,99 @@ def test_hook_that_skips_reads_the_log_once_and_reports_counts(spark, tables, tm
     saved = json.loads((tmp_path / "delta_optimize_results.json").read_text())[-1]
     assert saved["auto_compact"]["sinceVersion"] == 0 and saved["auto_compact"]["triggeringVersions"] == [1]
     assert saved["files_after"] == 3
+
+
+# ----------------------------------------------------------------------------- names no catalog can hold
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "dbt-delta-optimize")
+#: The JDK prints this line itself when a JVM starts (Spark enables the vector incubator module).
+JDK_LINE = "Using incubator modules"
+#: What could give a new embedded session another catalog than its own local metastore.
+CATALOG_ENV = (
+    "SPARK_REMOTE",
+    "PYSPARK_SUBMIT_ARGS",
+    "SPARK_CONF_DIR",
+    "HIVE_CONF_DIR",
+    "HADOOP_CONF_DIR",
+    "SPARK_HOME",
+)
+
+
+def _no_catalog_env(home) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in CATALOG_ENV}
+    env["DBT_DELTA_OPTIMIZE_HOME"] = str(home)  # where the embedded session's metastore would be: none there
+    return env
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["vacuum", "nosuch"],
+        ["analyze", "nosuch"],
+        ["info", "db.nosuch"],
+        ["vacuum", "other_catalog.db.nosuch"],
+        ["maintain", "{table}", "nosuch", "--dry-run"],
+    ],
+)
+def test_a_name_no_catalog_can_hold_is_refused_without_starting_spark(tmp_path, args):
+    """No session, no Spark Connect address, no configuration and no local metastore: the name cannot be a
+    table, and the answer comes without a JVM (exit 2, one line; the time is measured, not asserted)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    table = str(tmp_path / "t")
+    write_deltalake(table, pa.table({"id": [1, 2]}))
+    args = [a.format(table=table) for a in args]
+    r = subprocess.run(
+        [SCRIPT, *args], cwd=tmp_path, env=_no_catalog_env(tmp_path / "home"), capture_output=True, text=True
+    )
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert JDK_LINE not in r.stderr and "starting Spark" not in r.stderr, r.stderr
+    missing = next(a for a in args if "nosuch" in a)
+    lines = [ln for ln in r.stderr.splitlines() if missing in ln]
+    assert len(lines) == 1 and "was not found" in lines[0] and "no Spark session runs" in lines[0], r.stderr
+    if args[0] != "maintain":
+        assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and r.stdout == ""
+    assert not os.path.exists(tmp_path / "home" / "spark" / "metastore_db")
+
+
+class _WouldStart(Session):
+    """A session that would be a new embedded one; starting it is where the test stops."""
+
+    def embedded(self) -> bool:
+        return True
+
+    def spark(self):
+        raise RuntimeError("would start Spark now")
+
+
+def test_a_name_the_catalog_may_hold_says_why_spark_starts(tmp_path, monkeypatch, caplog):
+    for name in CATALOG_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DBT_DELTA_OPTIMIZE_HOME", str(tmp_path))
+    with pytest.raises(TableNotFoundError, match=r"metastore \(.*\) does not exist"):
+        Target("db.t").location(_WouldStart(None))
+    metastore = tmp_path / "spark" / "metastore_db"
+    metastore.mkdir(parents=True)
+    with caplog.at_level(logging.WARNING, logger="dbt_delta_optimize"), pytest.raises(RuntimeError, match="would"):
+        Target("db.t").location(_WouldStart(None))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"resolving 'db.t' in the catalog: starting Spark (local metastore at {metastore})"
+    ]
+    assert catalog_start_reason("spark_catalog.db.t") == f"local metastore at {metastore}"
+    with pytest.raises(TableNotFoundError, match="no catalog 'other'"):
+        catalog_start_reason("other.db.t")
+    with pytest.raises(InvalidArgumentError, match="not a valid table name"):
+        catalog_start_reason("db.t; DROP TABLE x")
+
+
+def test_configuration_that_may_point_elsewhere_starts_spark(tmp_path, monkeypatch):
+    for name in CATALOG_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DBT_DELTA_OPTIMIZE_HOME", str(tmp_path))  # no local metastore
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "hive-site.xml").write_text("<configuration/>")
+    monkeypatch.setenv("HIVE_CONF_DIR", str(conf))
+    assert catalog_start_reason("nosuch") == f"the metastore of {conf / 'hive-site.xml'}"
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.sql.catalog.x=y pyspark-shell")
+    assert "PYSPARK_SUBMIT_ARGS" in catalog_start_reason("nosuch")

@@ -162,6 +162,43 @@ def test_bad_input_exits_2_with_error_on_stderr(spark, table, tmp_path, args, ne
     assert log_snapshot(table) == log0 and data_files(table) == files0
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["maintain", "{table}", "--state", "{tmp}/no/dir/state.json"],
+        ["maintain", "{table}", "--state", "/proc/state.json"],
+        ["maintain", "{table}", "--state", "{tmp}"],
+        ["maintain", "{table}", "--html", "/proc/x.html"],
+        ["maintain", "{table}", "--dry-run", "--html", "{tmp}/no/dir/x.html"],
+        ["maintain", "{table}", "--html", "{table}/_delta_log"],
+        ["health", "{table}", "--html", "/proc/x.html"],
+        ["health", "{table}", "--html", "{tmp}/no/dir/x.html"],
+        ["health", "{table}", "--html", "{tmp}"],
+    ],
+)
+def test_unwritable_outputs_are_refused_before_any_table_is_opened(table, tmp_path, monkeypatch, args):
+    """Every file a command writes is checked first: exit 2, one line naming the option and the path, nothing
+    written, and the table not even opened (its log unchanged: maintain would have compacted it)."""
+    from dbt_delta_optimize.delta import snapshot
+
+    def never(*a, **k):
+        raise AssertionError("the table was opened before the output paths were checked")
+
+    monkeypatch.setattr(snapshot, "load_snapshot", never)
+    monkeypatch.setattr(snapshot, "load_log_snapshot", never)
+    args = [a.format(table=table, tmp=str(tmp_path)) for a in args]
+    option = next(a for a in args if a.startswith("--") and a != "--dry-run")
+    path = args[args.index(option) + 1]
+    log0, files0 = log_snapshot(table), data_files(table)
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert option in r.stderr and path in r.stderr, r.stderr
+    assert r.stdout == ""
+    assert not os.path.isfile(path) and not os.path.exists(str(tmp_path / "no"))
+    assert log_snapshot(table) == log0 and data_files(table) == files0
+
+
 def test_info_json(spark, table):
     r = run("info", table, "--json")
     assert r.exit_code == 0, r.stderr

@@ -213,3 +213,35 @@ def test_max_duration_setting_is_a_validated_duration():
     assert parse_settings({}).options.max_duration is None
     with pytest.raises(InvalidArgumentError, match=r"meta\.delta_optimize\.max_duration"):
         parse_settings({"max_duration": "forever"})
+
+
+@pytest.mark.spark
+def test_an_unwritable_target_path_is_refused_before_the_table_is_touched(spark, tmp_path):
+    """Every hook and run-operation checks the results file under dbt's target path first: a failed record
+    naming it (the macro logs it, or fails with on_error: fail), and the table neither opened nor changed."""
+    from dbt_delta_optimize.dbt import bridge as dbt_bridge
+    from dbt_delta_optimize.dbt.maintain_bridge import run_maintain
+    from tests.helpers import data_files, log_snapshot
+
+    table = str(tmp_path / "t")
+    _write(table, 4)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the target folder would be")
+    bad = str(blocker / "target")
+    log0, files0 = log_snapshot(table), data_files(table)
+    b = dbt_bridge.Bridge()
+    common = {"invocation_id": "inv-x", "target_path": bad}
+    for record in (
+        b.run_model(table, {"min_num_files": 2}, **common),
+        b.run_operation(table, **common),
+        b.run_purge(table, **common),
+        b.run_analyze(table, all=True, **common),
+        b.run_vacuum(table, retain="0h", allow_short_retention=True, **common),
+    ):
+        assert record["status"] == "failed", record
+        assert record["error"].startswith("OutputPathError: dbt's target path") and bad in record["error"], record
+        assert "\n" not in record["error"]
+    out = run_maintain([{"table": table, "model": "t", "file_format": "delta"}], target_path=bad)
+    assert out["error"].startswith("OutputPathError: dbt's target path") and out["tables"] == []
+    assert log_snapshot(table) == log0 and data_files(table) == files0
+    assert blocker.read_text() == "a file where the target folder would be"

@@ -248,7 +248,7 @@ def test_the_previous_runs_actual_seconds_calibrate_the_prediction(tmp_path):
 def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if not found:
-        pytest.fail("chromium is missing: run `make setup` (the browser target installs it)")
+        pytest.fail("chromium is missing: run `make test` (its browser target installs it)")
     return found
 
 

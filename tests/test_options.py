@@ -1,5 +1,5 @@
 """Every setting is declared once (``dbt_delta_optimize.options``): the API, the CLI, the dbt meta keys,
-the resolved configs and the README list exactly the declared options. Pure: no Spark."""
+the resolved configs and the settings page list exactly the declared options. Pure: no Spark."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from dbt_delta_optimize.options import (
 from dbt_delta_optimize.plan.autocompact import AutoCompactConfig
 from dbt_delta_optimize.plan.config import OptimizeConfig
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 OPTIMIZE = [o.name for o in OPTIMIZE_OPTIONS]
 PURGE = [n for n in OPTIMIZE if n not in PURGE_FIXED]
 AUTO = [o.name for o in AUTO_COMPACT_OPTIONS]
@@ -125,20 +125,27 @@ def test_dbt_meta_keys_are_the_model_keys_and_the_declared_ones():
     assert parse_settings({}) == ModelSettings()
 
 
-def _readme_block() -> str:
-    text = README.read_text()
-    start, end = text.index("<!-- options:start -->\n"), text.index("<!-- options:end -->")
-    return text[start + len("<!-- options:start -->\n") : end]
+def _settings_page_table() -> str:
+    """The settings table as the docs site shows it: docs/settings.md through its MkDocs hook."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("options_hook", DOCS / "hooks" / "options.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    page = (DOCS / "settings.md").read_text()
+    assert hook.MARKER in page
+    rendered = hook.on_page_markdown(page, None)
+    start = page.index(hook.MARKER)
+    return rendered[start : len(rendered) - (len(page) - start - len(hook.MARKER))]
 
 
-def test_readme_settings_table_is_generated_from_the_declaration():
-    assert _readme_block() == options_table_markdown(), (
-        "regenerate: python -c 'from dbt_delta_optimize.options import options_table_markdown as t; print(t())'"
-    )
+def test_settings_page_table_is_generated_from_the_declaration():
+    assert _settings_page_table() == options_table_markdown()
 
 
-def test_readme_lists_the_same_options():
-    block = _readme_block()
+def test_settings_page_lists_the_same_options():
+    block = _settings_page_table()
     optimize_part, rest = block.split("**Auto compaction**")
     auto_part, rest = rest.split("**VACUUM**")
     vacuum_part, rest = rest.split("**VACUUM after a model's write**")

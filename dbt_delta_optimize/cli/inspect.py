@@ -188,6 +188,10 @@ def health(
     table: str, as_json: bool, html_path: str | None, compare_version: int | None, min_file_size: int | None
 ) -> None:
     """Health of TABLE: a verdict and the command that fixes it, small files per partition, OPTIMIZE plan."""
+    if html_path:
+        from ..ops.outputs import check_output
+
+        check_output(html_path, option="--html")
     report = _health(table, compare_version, min_file_size)
     if html_path:
         _write_html(report, html_path)

@@ -117,7 +117,12 @@ def maintain_cmd(
     operation. Exit 0 when everything is done or deferred, 1 when a table failed.
     """
     from ..ops.maintain import maintain
+    from ..ops.outputs import check_output
 
+    if state and not dry_run:
+        check_output(state, option="--state")
+    if html:
+        check_output(html, option="--html")
     report = maintain(
         None,
         list(tables),

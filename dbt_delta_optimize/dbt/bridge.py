@@ -192,6 +192,7 @@ class Bridge:
         files = self.files(invocation_id, target_path)
         record: dict[str, Any] = {"table": table, "model": model, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         try:
+            files.check_writable()
             since = files.pop_version(table)
             s = parse_settings(settings)
             if s.storage_options is None and storage_options is not None:  # the project-wide var
@@ -402,6 +403,7 @@ class Bridge:
         record: dict[str, Any] = {"table": request.table, "model": request.model, "mode": request.mode}
         record["dry_run"] = dry_run is True
         try:
+            files.check_writable()
             args = parse_operation_args(*request.raw_args, request.settings, request.meta)
             target = self._target(spark_target, record, files.invocation_id)
             if target is not None and target.engine == "sql":

@@ -23,8 +23,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidArgumentError, NotADeltaTableError, TableNotFoundError
+from ..ops.outputs import check_output
 from .connection import SparkTarget
 from .settings import parse_operation_args
+from .target_files import TARGET_PATH_OPTION
 from .target_files import target_path as resolve_target_path
 
 __all__ = ["REPORT_FILE", "run_maintain"]
@@ -202,6 +204,7 @@ def run_maintain(
     path = os.path.join(resolve_target_path(target_path), REPORT_FILE)
     out: dict[str, Any] = {"tables": [], "skipped": [], "error": None}
     try:
+        check_output(path, option=TARGET_PATH_OPTION, make_folder=True)
         nodes = _nodes(tables)
         options = parse_operation_args(None, None, dry_run, storage_options).storage_options
         target = SparkTarget.parse(spark_target)

@@ -27,7 +27,7 @@ _PREFIX = "meta.delta_optimize."
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """What one model asked for (README: "Model settings")."""
+    """What one model asked for (docs/dbt.md: "Model settings")."""
 
     mode: Mode = "auto"
     where: tuple[str, ...] = ()

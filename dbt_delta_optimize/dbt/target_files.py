@@ -23,10 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RESULTS_FILE", "VERSIONS_FILE", "InvocationFiles", "invocation_id", "target_path"]
+__all__ = ["RESULTS_FILE", "TARGET_PATH_OPTION", "VERSIONS_FILE", "InvocationFiles", "invocation_id", "target_path"]
 
 RESULTS_FILE = "delta_optimize_results.json"
 VERSIONS_FILE = "delta_optimize_versions.json"
+#: How an unwritable file under the target path is named in the refusal (dbt's flag, or DBT_TARGET_PATH).
+TARGET_PATH_OPTION = "dbt's target path (--target-path)"
 
 
 def _dbt_flag(name: str) -> Any:
@@ -91,6 +93,12 @@ class InvocationFiles:
     @property
     def versions_path(self) -> str:
         return os.path.join(self.target_path, VERSIONS_FILE)
+
+    def check_writable(self) -> None:
+        """Refuse (OutputPathError) before any work when the results file cannot be written there."""
+        from ..ops.outputs import check_output
+
+        check_output(self.results_path, option=TARGET_PATH_OPTION, make_folder=True)
 
     def results(self) -> list[dict[str, Any]]:
         """This invocation's records, in the order they were appended."""

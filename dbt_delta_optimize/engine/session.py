@@ -30,12 +30,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DELTA_JVM_VERSION",
     "REMOTE_ENV",
+    "catalog_start_reason",
     "conf_getter",
     "connect_session",
     "delta_jars",
     "delta_maven_coordinate",
     "embedded_conf_is_default",
     "embedded_parallelism",
+    "embedded_work_dir",
     "get_spark",
     "is_path",
     "resolve_table",
@@ -96,6 +98,49 @@ def embedded_conf_is_default() -> bool:
         home = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
     folders.append(os.path.join(home, "conf") if home else None)
     return not any(folder and os.path.exists(os.path.join(folder, "spark-defaults.conf")) for folder in folders)
+
+
+def embedded_work_dir() -> str:
+    """The embedded session's folder: its warehouse (``spark-warehouse``) and its Derby metastore (``metastore_db``)."""
+    return os.path.join(default_home(), "spark")
+
+
+def _hive_site() -> str | None:
+    """A ``hive-site.xml`` the embedded session would read (it may name a remote metastore)."""
+    folders = [os.environ.get(v) for v in ("SPARK_CONF_DIR", "HIVE_CONF_DIR", "HADOOP_CONF_DIR")]
+    home = os.environ.get("SPARK_HOME")
+    folders.append(os.path.join(home, "conf") if home else None)
+    found = (os.path.join(f, "hive-site.xml") for f in folders if f)
+    return next((p for p in found if os.path.exists(p)), None)
+
+
+def catalog_start_reason(table: str) -> str:
+    """Why a new embedded session must start to resolve the catalog name ``table``, in a few words.
+
+    Raises TableNotFoundError, without a JVM, when that session's catalog cannot hold the name: no
+    configuration could point it elsewhere (no ``spark-defaults.conf``, ``PYSPARK_SUBMIT_ARGS`` or
+    ``hive-site.xml``), and its local metastore does not exist (no table was ever registered there),
+    or the name is in a catalog other than the session catalog. Call it only when no session runs.
+    """
+    _quote_name(table)
+    if not embedded_conf_is_default():
+        return "spark-defaults.conf or PYSPARK_SUBMIT_ARGS configures the session"
+    hive_site = _hive_site()
+    if hive_site is not None:
+        return f"the metastore of {hive_site}"
+    parts = [p.strip("`") for p in table.split(".")]
+    metastore = os.path.join(embedded_work_dir(), "metastore_db")
+    where = "Pass the table's path, or run with the session or Spark Connect server (--remote) whose catalog has it"
+    if len(parts) == 3 and parts[0].lower() != "spark_catalog":
+        raise TableNotFoundError(
+            f"Table '{table}' was not found: no catalog '{parts[0]}' is configured and no Spark session runs. {where}."
+        )
+    if not os.path.isdir(metastore):
+        raise TableNotFoundError(
+            f"Table '{table}' was not found: no catalog is configured, no Spark session runs, and the local "
+            f"metastore ({metastore}) does not exist. {where}."
+        )
+    return f"local metastore at {metastore}"
 
 
 def _log_confs(work_dir: str, *, quiet: bool) -> dict[str, str]:
@@ -191,7 +236,7 @@ def get_spark(
     builder = SparkSession.builder.master(master).appName(app_name)
     quiet = quiet_logs()
     for k, v in {
-        **session_conf(work_dir or os.path.join(default_home(), "spark"), catalog=catalog, quiet=quiet),
+        **session_conf(work_dir or embedded_work_dir(), catalog=catalog, quiet=quiet),
         **(conf or {}),
     }.items():
         builder = builder.config(k, v)

@@ -192,7 +192,7 @@ def optimize(
             ``AZURE_STORAGE_ACCOUNT_NAME`` ...); the cloud's environment variables fill in the rest.
         options: per-call settings as one value; the keyword settings below override its fields.
         min_file_size ... task_runner: per-call settings over the session conf, each
-            declared once in ``dbt_delta_optimize.options`` (README: "Settings").
+            declared once in ``dbt_delta_optimize.options`` (docs/settings.md).
 
     Returns:
         OptimizeMetrics (the plan with ``dry_run=True``).

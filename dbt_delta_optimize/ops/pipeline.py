@@ -189,6 +189,11 @@ class Target:
 
         if is_path(self.table):
             return self.table
+        if session.embedded():  # a new session only to look the name up: not when its catalog cannot hold it
+            from ..engine.session import catalog_start_reason
+
+            reason = catalog_start_reason(self.table)
+            log.warning("resolving '%s' in the catalog: starting Spark (%s)", self.table, reason)
         return resolve_table(self.table, session.spark())
 
     def open(self, session: Session) -> Snapshot:

@@ -2,7 +2,7 @@
 
 Everything else is derived from this table: ``OptimizeConfig.resolve`` and ``AutoCompactConfig.resolve``
 (per-call value > session conf > default), the CLI's flags, the dbt meta keys and their validation,
-and the settings table of the README and the docs (``options_table_markdown``). The public keyword
+and the settings table of the docs' settings page (``options_table_markdown``). The public keyword
 signatures stay explicit for type checkers; tests check them against this table. A leaf package: it
 imports only ``errors`` and the standard library; how values are written is ``options.values``.
 """
@@ -512,7 +512,7 @@ def _table(options: Sequence[Option], *, cli_command: str | None) -> list[str]:
 
 
 def options_table_markdown() -> str:
-    """The settings tables (OPTIMIZE and purge; auto compaction) in Markdown, for the README and the docs."""
+    """The settings tables (OPTIMIZE and purge; auto compaction) in Markdown, for the docs' settings page."""
     lines = [
         "Each setting is resolved per call: the API keyword (or `OptimizeOptions` field, CLI flag, dbt",
         "`meta.delta_optimize` key) wins over the Spark session's conf, which wins over the default.",
