@@ -570,6 +570,7 @@ def estimate_table(
         "reclaimableFiles": files,
         "reclaimableBytes": size,
         "statsCoverage": _coverage(n, missing + partial),
+        "filesLackingStats": len(missing) + len(partial),
         "lastMaintained": last_maintained(facts),
         "clusterOverlap": extra.get("clusterOverlap"),
         "fileSizeHistogram": _log2_counts(snapshot.file_table.sizes),
