@@ -398,6 +398,7 @@ def health_report(
     the trends read from the log (``table_trends``).
     """
     from ..delta.snapshot import load_snapshot
+    from ..delta.vacuum_log import LogReads
     from ..plan.autocompact import auto_compact_enabled, plan_auto_compact
     from ..plan.builder import build_plan
     from ..plan.predicate import select_partitions
@@ -438,7 +439,8 @@ def health_report(
             before = load_snapshot(snapshot.location, compare_version, storage=snapshot.storage)
             compare = _layout(before, th.optimize_min_file_size, th.auto_compact_min_file_size)
         now_ms = int(time.time() * 1000)
-        vacuum = vacuum_state(snapshot, now_ms=now_ms)
+        reads = LogReads(snapshot.storage, snapshot.location, keep_actions=True)  # VACUUM's and the trends'
+        vacuum = vacuum_state(snapshot, now_ms=now_ms, reads=reads)
         last_optimize = last_operation(
             snapshot.location,
             "OPTIMIZE",
@@ -453,6 +455,8 @@ def health_report(
             days=trend_window(trend_days),
             small_below=th.optimize_min_file_size,
             lacking=stats["filesWithoutStats"] + stats["filesIncomplete"],
+            reads=reads,
+            last_run=vacuum.last_vacuum,
         )
         return HealthReport(
             table=snapshot.location,

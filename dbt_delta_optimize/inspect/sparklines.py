@@ -1,6 +1,7 @@
 """Small inline SVG sparklines of a table's daily trends, for the health and project pages (no JavaScript).
 
-Each is one ``<svg class="spark">`` element written into the page (so a browser test can find and measure it),
+Each is one ``<svg class="spark">`` element written into the page (so a browser test can find and measure it;
+every element closed explicitly, as the pages' strict HTML check wants),
 with a ``<title>`` giving every day's value, the last value as a dot, and unknown days (None) as gaps. Text is
 escaped; the result is ``markupsafe.Markup`` so the template's autoescape leaves the element alone.
 """
@@ -88,22 +89,24 @@ def sparkline(
         f'<svg class="spark" data-metric="{esc(metric)}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">',
         f"<title>{esc(title)}{': ' + esc(days) if days else ''}</title>",
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="{GREY}" stroke-width="0.5"/>',
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="{GREY}" stroke-width="0.5"></line>',
     ]
     for run in _segments(behind):
         points = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(i, v) for i, v in run))
-        parts.append(f'<polyline class="behind" points="{points}" fill="none" stroke="{GREY}" stroke-width="1"/>')
+        parts.append(
+            f'<polyline class="behind" points="{points}" fill="none" stroke="{GREY}" stroke-width="1"></polyline>'
+        )
     for run in _segments(values):
         points = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(i, v) for i, v in run))
         if len(run) == 1:
             x, y = xy(*run[0])
-            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.5" fill="{colour}"/>')
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.5" fill="{colour}"></circle>')
         else:
-            parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
+            parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.5"></polyline>')
     if any(v is not None for v in values):
         i = max(i for i, v in enumerate(values) if v is not None)
         x, y = xy(i, float(values[i]))  # type: ignore[arg-type]
-        parts.append(f'<circle class="last" cx="{x:.1f}" cy="{y:.1f}" r="2.2" fill="{colour}"/>')
+        parts.append(f'<circle class="last" cx="{x:.1f}" cy="{y:.1f}" r="2.2" fill="{colour}"></circle>')
     parts.append("</svg>")
     return Markup("".join(parts))
 

@@ -10,7 +10,7 @@ holds no such commit (the table is younger than the window, or log retention cle
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..delta.vacuum_log import LogReads, read_tombstones
 from ..plan.analyze import named_leaves
@@ -86,15 +86,20 @@ def table_trends(
     small_below: int,
     lacking: int,
     max_commits: int = MAX_COMMITS,
+    reads: LogReads | None = None,
+    last_run: Mapping[str, Any] | Literal["read"] | None = "read",
 ) -> Trends:
     """``daily_trends`` of the snapshot's table over the ``days`` UTC days up to now.
 
     ``small_below``: the small-file threshold (optimize.minFileSize as the caller resolved it); ``lacking``: the
     live files whose stats do not cover the stats columns (what the caller's statistics coverage counted).
+    ``reads`` (made with ``keep_actions``) and ``last_run`` (``vacuum_state.last_vacuum``'s answer): what the
+    caller read of the log already; by default they are read here.
     """
     from urllib.parse import unquote
 
-    reads = LogReads(snapshot.storage, snapshot.location, keep_actions=True)
+    if reads is None:
+        reads = LogReads(snapshot.storage, snapshot.location, keep_actions=True)
     start = (now_ms // DAY_MS - (days - 1)) * DAY_MS
     commits, since = window_commits(reads, snapshot.version, start, max_commits)
     dead = read_tombstones(reads, snapshot.version)
@@ -102,7 +107,7 @@ def table_trends(
         str(a["remove"]["path"]) for c in commits for a in c.actions if isinstance(a.get("remove"), Mapping)
     }
     paths = {unquote(p) for p in ({t.path for t in dead} | window_removed)}
-    last = last_vacuum(snapshot)
+    last = last_vacuum(snapshot) if last_run == "read" else last_run
     vacuums = []
     if last is not None and isinstance(last.get("deletedBeforeMs"), int):
         vacuums.append((int(last["timestamp"]), int(last["deletedBeforeMs"])))
