@@ -1,4 +1,4 @@
-"""Trends on a real table with ten days of history, against the log and deltalake; the pages in a real browser.
+"""Trends on a real table with thirty days of history, against the log and deltalake; the pages in a real browser.
 
 The table is written by the real writers (the fixture's first commit as delta-spark writes it, deltalake's
 appends, OPTIMIZE, DELETE and VACUUM, and our own COMPUTE STATS), then each commit is moved to a chosen day:
@@ -62,7 +62,7 @@ def _move(root: str, v: int, ts: int) -> None:
     os.utime(_log(root, v), (ts / 1000, ts / 1000))
 
 
-def ten_days(root: str, now: int) -> dict[int, int]:
+def a_month(root: str, now: int) -> dict[int, int]:
     """The table and when each version happened (ms)."""
     make_table(root, 5, stats=False, configuration={"delta.deletedFileRetentionDuration": "interval 2 days"})
     write_deltalake(root, _rows(1000, 10), mode="append")  # v1
@@ -74,13 +74,13 @@ def ten_days(root: str, now: int) -> dict[int, int]:
     write_deltalake(root, _rows(2000, 10), mode="append")  # v8
     DeltaTable(root).delete("id >= 2000")  # v9: v8's file removed
     when = {
-        0: now - 9 * DAY_MS,
-        1: now - 8 * DAY_MS,
-        2: now - 7 * DAY_MS,
-        3: now - 6 * DAY_MS,
-        4: now - 5 * DAY_MS,
-        5: now - 4 * DAY_MS - DAY_MS // 2,
-        6: now - 4 * DAY_MS - DAY_MS // 2 + 2000,
+        0: now - 29 * DAY_MS,
+        1: now - 25 * DAY_MS,
+        2: now - 20 * DAY_MS,
+        3: now - 15 * DAY_MS,
+        4: now - 10 * DAY_MS,
+        5: now - 8 * DAY_MS - DAY_MS // 2,
+        6: now - 8 * DAY_MS - DAY_MS // 2 + 2000,
         7: now - 3 * DAY_MS,
         8: now - DAY_MS,
         9: now - 600_000,
@@ -149,10 +149,10 @@ NUMBERS = ("files", "bytes", "smallFiles", "statsCoverage", "retainedBytes", "re
 def history(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("trends") / "t")
     now = int(time.time() * 1000)
-    return root, now, ten_days(root, now)
+    return root, now, a_month(root, now)
 
 
-@pytest.mark.parametrize("days", [12, 7])
+@pytest.mark.parametrize("days", [31, 30, 7])
 def test_each_days_numbers_are_what_the_log_says(history, days):
     root, now, when = history
     snapshot = load_snapshot(root)
@@ -169,13 +169,11 @@ def test_each_days_numbers_are_what_the_log_says(history, days):
             continue
         known += 1
         assert got == want, (point["date"], got, want)
-    # 12 days reach back before version 0 (it is read: the days before it are unknown); 7 days stop at the
+    # 30 and 31 days reach back to version 0 (read: the days before it are unknown); 7 days stop at the
     # first commit older than the window (read, not applied: the state after it began the window)
-    assert t["knownSince"] == (_date(when[0]) if days == 12 else None)
-    assert known == (10 if days == 12 else 7)
-    assert t["commitsRead"] == (
-        10 if days == 12 else sum(1 for ts in when.values() if ts >= (now // DAY_MS - 6) * DAY_MS)
-    )
+    assert t["knownSince"] == (_date(when[0]) if days > 7 else None)
+    assert known == (30 if days > 7 else 7)
+    assert t["commitsRead"] == (10 if days > 7 else 3)
     # per day: the commits, the maintenance commits (COMPUTE STATS, OPTIMIZE, VACUUM) and the VACUUM's 2 s
     start = (now // DAY_MS - (days - 1)) * DAY_MS
     ops = {v: _actions(root, v)[0]["commitInfo"]["operation"] for v in when}
@@ -184,7 +182,7 @@ def test_each_days_numbers_are_what_the_log_says(history, days):
         assert point["commits"] == len(on)
         assert point["maintenanceCommits"] == sum(1 for v in on if ops[v] != "WRITE" and ops[v] != "DELETE")
         assert point["maintenanceSeconds"] == (2.0 if 6 in on else 0.0)
-    if days == 12:  # the COMPUTE STATS commit lifted the coverage: before it one file in six had stats
+    if days > 7:  # the COMPUTE STATS commit lifted the coverage: before it one file in six had stats
         daily = {d["date"]: d for d in t["daily"]}
         assert (
             daily[_date(when[1])]["statsCoverage"] == round(1 / 6, 4) and daily[_date(when[2])]["statsCoverage"] == 1.0
@@ -204,9 +202,9 @@ def test_each_days_numbers_are_what_the_log_says(history, days):
 
 def test_health_gives_the_trends_and_agrees_with_its_vacuum_estimate(history):
     root, _, _ = history
-    report = health_report(root, min_file_size=SMALL, trend_days=12).to_dict()
+    report = health_report(root, min_file_size=SMALL, trend_days=30).to_dict()
     t = report["trends"]
-    assert t["days"] == 12 and t["reclaimableBytes"] == report["vacuum"]["reclaimableBytes"] > 0
+    assert t["days"] == 30 and t["reclaimableBytes"] == report["vacuum"]["reclaimableBytes"] > 0
     today = t["daily"][-1]
     assert today["files"] == report["numFiles"] and today["bytes"] == report["sizeBytes"]
     assert today["smallFiles"] == report["smallFiles"]["optimize"]
@@ -273,7 +271,7 @@ def test_the_pages_show_the_trends_reclaim_dates_and_deferral_streaks_in_a_brows
     for name, n in (("S1", 3), ("S2", 4), ("S3", 6)):  # written without statistics: analyze has work on each
         tables[name] = make_table(str(tmp_path / name), n, stats=False)
     page, state = str(tmp_path / "project.html"), str(tmp_path / "state.json")
-    args = [*tables.values(), "--only", "analyze", "--max-tables", "1", "--state", state, "--trend-days", "12"]
+    args = [*tables.values(), "--only", "analyze", "--max-tables", "1", "--state", state]
     for _ in range(2):  # S3 first, then S2; S1 waits both nights
         out = cli("maintain", *args, "--html", page, "--json", cwd=str(tmp_path))
         assert out.returncode == 0, out.stderr
@@ -283,7 +281,7 @@ def test_the_pages_show_the_trends_reclaim_dates_and_deferral_streaks_in_a_brows
     with open(state, encoding="utf-8") as fh:
         assert len(json.load(fh)["history"]) == 2
     h = report[root]["trends"]
-    assert h["days"] == 12 and h["nextReclaim"]["bytes"] > 0
+    assert h["days"] == 30 and h["nextReclaim"]["bytes"] > 0
     seen = probe(
         page,
         "{rows: [...document.querySelectorAll('tr.table-row')].map(r => [r.dataset.table,"
@@ -299,10 +297,10 @@ def test_the_pages_show_the_trends_reclaim_dates_and_deferral_streaks_in_a_brows
     assert rows[root][2] == 6 and rows[tables["S2"]][2] == 7 and rows[tables["S3"]][2] == 7
     assert all(width > 0 for _, width, _, _ in seen["sparks"])
     files = [title for metric, _, lines, title in seen["sparks"] if metric == "files" and lines]
-    assert any("files, last 12 days" in t for t in files)
+    assert any("files, last 30 days" in t for t in files)
 
     health_page = str(tmp_path / "health.html")
-    out = cli("health", root, "--html", health_page, "--trend-days", "12", "--min-file-size", "1000", cwd=str(tmp_path))
+    out = cli("health", root, "--html", health_page, "--trend-days", "30", "--min-file-size", "1000", cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert f"reclaimable on {due}" in out.stdout
     seen = probe(
