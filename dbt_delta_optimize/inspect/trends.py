@@ -190,14 +190,9 @@ _State = tuple[int, bool] | None  #: a path's (size, stats cover the stats colum
 
 
 def _covered(stats: Any, leaves: Sequence[Leaf]) -> bool:
-    return coverage_of(parse_stats(stats if isinstance(stats, str) else None), leaves) is None
-
-
-def _contrib(state: _State, small_below: int) -> Totals:
-    if state is None:
-        return _ZERO
-    size, covered = state
-    return Totals(1, size, int(size < small_below), int(not covered))
+    if not stats or not isinstance(stats, str):
+        return False
+    return coverage_of(parse_stats(stats), leaves) is None
 
 
 def _before(
@@ -214,33 +209,53 @@ def _before(
     return None
 
 
+def _key(path: Any) -> str:
+    text = str(path)
+    return unquote(text) if "%" in text else text
+
+
 class _Files:
-    """The live files' change since the state before the window, per path touched."""
+    """The live files' change since the state before the window (files, bytes, small, lacking stats), and
+    each touched path's state; plain integers, as a window can hold hundreds of thousands of actions."""
 
     def __init__(self, inputs: TrendInputs) -> None:
         self.inputs = inputs
         self.state: dict[str, _State] = {}
-        self.change = _ZERO
+        self.counts = [0, 0, 0, 0]
+
+    @property
+    def change(self) -> Totals:
+        return Totals(*self.counts)
+
+    def _count(self, state: _State, sign: int) -> None:
+        if state is not None:
+            size, covered = state
+            c = self.counts
+            c[0] += sign
+            c[1] += sign * size
+            c[2] += sign * (size < self.inputs.small_below)
+            c[3] += sign * (not covered)
 
     def apply(self, actions: Sequence[Mapping[str, Any]], op: Any) -> None:
         removes: dict[str, Mapping[str, Any]] = {}
         adds: dict[str, Mapping[str, Any]] = {}
         for a in actions:
-            if isinstance(r := a.get("remove"), Mapping) and "path" in r:
-                removes[unquote(str(r["path"]))] = r
-            elif isinstance(ad := a.get("add"), Mapping) and "path" in ad:
-                adds[unquote(str(ad["path"]))] = ad
-        leaves, small = self.inputs.leaves, self.inputs.small_below
-        for path in {*removes, *adds}:
+            if (r := a.get("remove")) is not None and isinstance(r, Mapping) and "path" in r:
+                removes[_key(r["path"])] = r
+            elif (ad := a.get("add")) is not None and isinstance(ad, Mapping) and "path" in ad:
+                adds[_key(ad["path"])] = ad
+        leaves, state = self.inputs.leaves, self.state
+        for path in removes.keys() | adds.keys():
             add = adds.get(path)
-            if path in self.state:
-                old = self.state[path]
+            if path in state:
+                old = state[path]
             else:
                 reset = not removes and add is not None and add.get("dataChange", True) is False
                 old = _before(removes.get(path), add, reset, op, leaves)
             new: _State = (_int(add.get("size")) or 0, _covered(add.get("stats"), leaves)) if add is not None else None
-            self.change = self.change + _contrib(new, small) - _contrib(old, small)
-            self.state[path] = new
+            self._count(old, -1)
+            self._count(new, 1)
+            state[path] = new
 
 
 # --------------------------------------------------------------------------- days
@@ -286,11 +301,9 @@ def _walk(commits: Sequence[LogCommit], inputs: TrendInputs, ends: Sequence[int]
         info = _info(c.actions)
         op = info.get("operation")
         files.apply(c.actions, op)
-        removes.extend(
-            (str(r["path"]), _int(r.get("size")) or 0, _int(r.get("deletionTimestamp")) or ts)
-            for a in c.actions
-            if isinstance(r := a.get("remove"), Mapping) and "path" in r
-        )
+        for a in c.actions:
+            if (r := a.get("remove")) is not None and isinstance(r, Mapping) and "path" in r:
+                removes.append((str(r["path"]), _int(r.get("size")) or 0, _int(r.get("deletionTimestamp")) or ts))
         day = days[d]
         day.commits += 1
         seconds = commit_seconds(info)
