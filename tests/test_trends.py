@@ -322,3 +322,12 @@ def test_the_pages_show_the_trends_reclaim_dates_and_deferral_streaks_in_a_brows
     assert metrics["files"] == str(h["daily"][-1]["files"]) and metrics["statsCoverage"] == "100%"
     assert seen["next"].endswith(f"reclaimable on {due}")
     assert len(seen["sparks"]) == 7 and all(w > 0 and lines >= 1 for _, w, lines, _ in seen["sparks"])
+
+
+def test_a_trend_window_out_of_range_is_refused_before_any_table_is_read(tmp_path):
+    for command in ("health", "maintain"):
+        out = cli(command, str(tmp_path / "nosuch"), "--trend-days", "5000", cwd=str(tmp_path))
+        assert out.returncode == 2 and "trend_days must be at most 3650" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        zero = cli(command, str(tmp_path / "nosuch"), "--trend-days", "0", cwd=str(tmp_path))
+        assert zero.returncode == 2 and "--trend-days" in zero.stderr

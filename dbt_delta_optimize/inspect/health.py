@@ -408,6 +408,7 @@ def health_report(
     from .trends import trend_window
     from .vacuum_state import vacuum_state
 
+    days = trend_window(trend_days)  # bad input before anything is read
     th, config = _resolve(
         get_conf,
         min_file_size=min_file_size,
@@ -452,7 +453,7 @@ def health_report(
         trends = table_trends(
             snapshot,
             now_ms=now_ms,
-            days=trend_window(trend_days),
+            days=days,
             small_below=th.optimize_min_file_size,
             lacking=stats["filesWithoutStats"] + stats["filesIncomplete"],
             reads=reads,

@@ -32,7 +32,9 @@ def table_health(
 ) -> HealthReport:
     """``inspect.health.health_report`` of the table, opened once (or as the handle has it)."""
     from ..inspect.health import health_report
+    from ..inspect.trends import trend_window
 
+    trend_window(trend_days)  # bad input before the table is opened
     handle = open_table(table, spark=spark, storage_options=storage_options)
     return health_report(
         handle.snapshot,
