@@ -200,6 +200,31 @@ def test_each_days_numbers_are_what_the_log_says(history, days):
     assert t["requestsKnown"] is False and {d["requests"] for d in t["daily"]} == {None}
 
 
+def test_a_checkpoint_and_a_cleaned_up_log_leave_the_days_before_the_oldest_commit_unknown(history, tmp_path):
+    root, now, when = history
+    copy = str(tmp_path / "t")
+    shutil.copytree(root, copy)
+    for v in when:  # copytree keeps the commits' modification times; make sure of it
+        os.utime(_log(copy, v), (when[v] / 1000, when[v] / 1000))
+    DeltaTable(copy).create_checkpoint()  # at version 9: the live files and the unexpired tombstones
+    for v in range(7):  # log retention cleaned versions 0..6 up
+        os.remove(_log(copy, v))
+    snapshot = load_snapshot(copy)
+    assert snapshot.version == 9
+    t = table_trends(snapshot, now_ms=now, days=30, small_below=SMALL, lacking=0).to_dict()
+    assert t["knownSince"] == _date(when[7]) and t["commitsRead"] == 3
+    for point, end in zip(t["daily"], _ends(now, 30)):
+        got = {k: point[k] for k in NUMBERS}
+        if end < when[7]:
+            assert set(got.values()) == {None}, point
+        else:  # what the whole log says about those days
+            assert got == expected_day(root, when, end), (point["date"], got)
+    assert (
+        t["upcoming"]
+        == table_trends(load_snapshot(root), now_ms=now, days=30, small_below=SMALL, lacking=0).to_dict()["upcoming"]
+    )
+
+
 def test_health_gives_the_trends_and_agrees_with_its_vacuum_estimate(history):
     root, _, _ = history
     report = health_report(root, min_file_size=SMALL, trend_days=30).to_dict()
