@@ -196,6 +196,7 @@ def test_the_state_history_counts_deferrals_in_a_row_and_keeps_predicted_against
     a = runs_of(runs, "A", "2024-10-02")
     assert [r["generatedAt"][:10] for r in a] == ["2024-10-02", "2024-10-03"]
     assert a[0]["actualSeconds"] == 3.0 and a[0]["ranPredictedSeconds"] == 2.0 and "actualSeconds" not in a[1]
+    assert a[0]["ran"] == [{"action": "optimize", "status": "done", "seconds": 3.0, "predictedSeconds": 2.0}]
     svg = cost_sparkline(runs_of(runs, "A"))
     assert svg is not None and 'class="behind"' in svg and "predicted 2.0s" in svg
     assert cost_sparkline(runs_of(runs, "B")) is None

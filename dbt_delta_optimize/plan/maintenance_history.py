@@ -62,6 +62,15 @@ def _table_record(t: Mapping[str, Any]) -> dict[str, Any]:
     if timed:
         out["actualSeconds"] = round(sum(_number(a.get("seconds")) or 0.0 for a in timed), 3)
         out["ranPredictedSeconds"] = round(sum(_number(a.get("predictedSeconds")) or 0.0 for a in timed), 3)
+        out["ran"] = [
+            {
+                "action": a.get("action"),
+                "status": a.get("status"),
+                "seconds": _number(a.get("seconds")),
+                "predictedSeconds": _number(a.get("predictedSeconds")),
+            }
+            for a in timed
+        ]
         counts = [n for a in timed if (n := request_count(a.get("metrics"))) is not None]
         if counts:
             out["requests"] = sum(counts)
@@ -69,7 +78,8 @@ def _table_record(t: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_record(report: Mapping[str, Any]) -> dict[str, Any]:
-    """One run as the history keeps it: when, and per table its status, predicted and actual seconds, requests."""
+    """One run as the history keeps it: when, and per table its status, predicted and actual seconds (in all and
+    per action that ran), requests."""
     tables = [t for t in report.get("tables") or [] if isinstance(t, Mapping) and isinstance(t.get("table"), str)]
     return {
         "generatedAt": report.get("generatedAt"),
