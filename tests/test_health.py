@@ -376,6 +376,7 @@ def test_report_is_a_frozen_dataclass_with_todays_keys(table):
     old |= {"smallFiles", "smallBytes", "histogram", "zOrder", "partitions", "generatedAt", "thresholds"}
     old |= {"optimize", "optimizeSource", "autoCompact", "compare"}
     new = {"verdict", "protocol", "lastOptimize", "thresholdSources", "autoCompactEnabled", "statistics", "vacuum"}
+    new |= {"trends"}
     assert set(d) == old | new
     assert (report.table, report.version, d["version"]) == (table, 7, 7)
     d["partitions"].clear(), d["verdict"].clear()  # copies: the report itself is unchanged

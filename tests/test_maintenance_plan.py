@@ -120,6 +120,12 @@ def test_vacuum_counts_only_tombstones_past_the_tables_retention():
     # a logged VACUUM at NOW - 0.5 day deleted everything older than its own horizon (NOW - 2.5 days)
     done = _facts(facts.tombstones, [CommitSummary(9, NOW - DAY // 2, "VACUUM END")])
     assert _est("e", snap, done).actions == ()
+    # a VACUUM ... RETAIN 0 HOURS two days before (its START records the retention it ran with) deleted them
+    # all, though its time less the table's retention would not reach them
+    start = CommitSummary(8, NOW - 2 * DAY, "VACUUM START", vacuum_cutoff_ms=NOW - 2 * DAY)
+    zero = _facts(facts.tombstones, [CommitSummary(9, NOW - 2 * DAY + 5, "VACUUM END"), start])
+    assert _est("e", snap, zero).actions == ()
+    assert _est("e", snap, _facts(facts.tombstones, [CommitSummary(9, NOW - 2 * DAY, "VACUUM END")])).actions
     # default retention (7 days): nothing past it
     assert _est("e", _snap([_file("live", 2 * 1024**3)]), facts).actions == ()
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..options import OPTIMIZE_OPTIONS
+from ..options import OPTIMIZE_OPTIONS, REPORT_OPTIONS
 from .common import BoundaryCommand, storage_option, storage_options, table_storage
 from .format import echo_json, human_size, make_table, print_table
 from .settings import option_named, setting_flags
@@ -97,11 +97,17 @@ def validate(table: str, version: int | None, as_json: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- health
-def _health(table_name: str, compare_version: int | None, min_file_size: int | None) -> HealthReport:
+def _health(
+    table_name: str, compare_version: int | None, min_file_size: int | None, trend_days: int | None
+) -> HealthReport:
     from ..ops.inspect import table_health
 
     return table_health(
-        table_name, compare_version=compare_version, min_file_size=min_file_size, storage_options=storage_options()
+        table_name,
+        compare_version=compare_version,
+        min_file_size=min_file_size,
+        storage_options=storage_options(),
+        trend_days=trend_days,
     )
 
 
@@ -132,6 +138,44 @@ def _print_vacuum(v: dict[str, Any] | None) -> None:
     )
 
 
+def _trend_text(daily: list[dict[str, Any]], key: str, size: bool = False) -> str | None:
+    known = [d[key] for d in daily if d.get(key) is not None]
+    if not known:
+        return None
+    first, last = known[0], known[-1]
+    show = human_size if size else (lambda v: f"{v:.0%}" if isinstance(v, float) else str(v))
+    return f"{show(first)} -> {show(last)}"
+
+
+def _print_trends(t: dict[str, Any] | None) -> None:
+    """One line of trends (first known day -> today) and one of the retained bytes and when they are freed."""
+    if not t or not t.get("daily"):
+        return
+    daily = t["daily"]
+    parts = [
+        f"{name} {text}"
+        for name, key, size in (
+            ("files", "files", False),
+            ("bytes", "bytes", True),
+            ("small files", "smallFiles", False),
+            ("stats coverage", "statsCoverage", False),
+        )
+        if (text := _trend_text(daily, key, size)) is not None
+    ]
+    seconds = sum(d["maintenanceSeconds"] for d in daily)
+    parts.append(f"maintenance {sum(d['maintenanceCommits'] for d in daily)} commit(s), {seconds:.1f}s logged")
+    if t.get("requestsKnown"):
+        parts.append(f"{sum(d['requests'] or 0 for d in daily)} request(s)")
+    click.echo(f"trends ({t['from']} to {t['to']}): " + ", ".join(parts))
+    nxt = t.get("nextReclaim")
+    retained = t.get("retainedBytes")
+    if retained is not None:
+        text = f"tombstones retain {human_size(retained)}, {human_size(t['reclaimableBytes'] or 0)} reclaimable now"
+        if nxt:
+            text += f"; {human_size(nxt['bytes'])} reclaimable on {nxt['date']}"
+        click.echo(text)
+
+
 def _print_health(report: dict[str, Any]) -> None:
     click.echo(report["table"])
     verdict = report["verdict"]
@@ -147,6 +191,7 @@ def _print_health(report: dict[str, Any]) -> None:
         if st["recommendation"]:
             click.echo(f"recommended for statistics: {st['recommendation']}")
     _print_vacuum(report.get("vacuum"))
+    _print_trends(report.get("trends"))
     if report.get("compare") is not None:
         click.echo(_state_line(report["compare"], "before: "))
         click.echo(_state_line(report, "after:  "))
@@ -183,16 +228,22 @@ def _print_health(report: dict[str, Any]) -> None:
     "--html", "html_path", type=click.Path(dir_okay=False, writable=True), help="Also write an HTML page here."
 )
 @click.option("--compare-version", type=click.IntRange(min=0), help="Show this version as 'before' next to the latest.")
-@setting_flags([option_named(OPTIMIZE_OPTIONS, "min_file_size")])
+@setting_flags([option_named(OPTIMIZE_OPTIONS, "min_file_size"), option_named(REPORT_OPTIONS, "trend_days")])
 def health(
-    table: str, as_json: bool, html_path: str | None, compare_version: int | None, min_file_size: int | None
+    table: str,
+    as_json: bool,
+    html_path: str | None,
+    compare_version: int | None,
+    min_file_size: int | None,
+    trend_days: int | None,
 ) -> None:
-    """Health of TABLE: a verdict and the command that fixes it, small files per partition, OPTIMIZE plan."""
+    """Health of TABLE: a verdict and the command that fixes it, small files per partition, OPTIMIZE plan, and
+    the last --trend-days days from its log."""
     if html_path:
         from ..ops.outputs import check_output
 
         check_output(html_path, option="--html")
-    report = _health(table, compare_version, min_file_size)
+    report = _health(table, compare_version, min_file_size, trend_days)
     if html_path:
         _write_html(report, html_path)
     if as_json:

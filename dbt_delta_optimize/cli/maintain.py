@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..options import REPORT_OPTIONS
 from .common import BoundaryCommand, storage_option, storage_options
 from .format import echo_json, human_size, make_table, print_table
+from .settings import option_named, setting_flags
 
 if TYPE_CHECKING:
     from ..ops.maintain import MaintenanceReport
@@ -31,6 +33,11 @@ def _benefit_text(benefit: dict[str, Any]) -> str:
     if benefit.get("clusterOverlap"):
         parts.append(f"overlap {benefit['clusterOverlap']}x")
     return ", ".join(parts) or "-"
+
+
+def _streak_text(entry: dict[str, Any]) -> str:
+    n = entry.get("deferredStreak") or 0
+    return f", deferred {n} run(s) in a row" if n > 1 else ""
 
 
 def _ran_text(entry: dict[str, Any]) -> str:
@@ -55,7 +62,7 @@ def print_report(report: MaintenanceReport) -> None:
             _benefit_text(t.get("benefit") or {}),
             f"{cost['seconds']:.1f}s {human_size(cost['bytesRead'])}" if cost else "-",
             f"{t['score']:.4g}",
-            t["status"] + (f" ({t['deferredReason']})" if t.get("deferredReason") else ""),
+            t["status"] + (f" ({t['deferredReason']})" if t.get("deferredReason") else "") + _streak_text(t),
             t["reason"],
         ]
         if not report.dry_run:
@@ -95,11 +102,13 @@ def _previous(path: str | None) -> dict[str, Any] | None:
 @click.option(
     "--state",
     type=click.Path(dir_okay=False),
-    help="A JSON report: the previous run's (read: its actual seconds calibrate the predictions), then this one's.",
+    help="A JSON report: the previous run's (read: its actual seconds calibrate the predictions, its history of runs "
+    "and deferrals carries on), then this one's.",
 )
 @click.option("--html", type=click.Path(dir_okay=False), help="Also write the project health page (one HTML file).")
 @click.option("--dry-run", is_flag=True, help="Print the ranked queue only; nothing is written.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON ({'tables': [...]} in rank order).")
+@setting_flags([option_named(REPORT_OPTIONS, "trend_days")])
 def maintain_cmd(
     tables: tuple[str, ...],
     budget: str | None,
@@ -110,6 +119,7 @@ def maintain_cmd(
     html: str | None,
     dry_run: bool,
     as_json: bool,
+    trend_days: int | None,
 ) -> None:
     """Rank TABLE... by what maintenance would buy (from their logs) and do the most valuable work first.
 
@@ -133,6 +143,7 @@ def maintain_cmd(
         storage_options=storage_options(),
         workers=workers,
         previous=_previous(state),
+        trend_days=trend_days,
     )
     if state and not dry_run:
         with open(state, "w", encoding="utf-8") as fh:

@@ -124,6 +124,7 @@ class LogReads:
     _mtimes: dict[int, int] = field(default_factory=dict)
     _bytes: dict[int, bytes] = field(default_factory=dict)
     _actions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    _tombstones: dict[int, list[LogFile]] = field(default_factory=dict)
 
     def listing(self) -> LogListing:
         """The log's commits and checkpoints, from one listing that also gives each commit's modification
@@ -222,8 +223,12 @@ def read_state(reads: LogReads, version: int) -> tuple[list[LogFile], list[LogFi
 
 def read_tombstones(reads: LogReads, version: int) -> list[LogFile]:
     """Every remove at ``version`` (the checkpoint's and the commits' after it), without the live files:
-    what a report needs first, as most tables have no expired tombstone to check against the live set."""
-    return _replay(reads, version, lambda _actions: None)
+    what a report needs first, as most tables have no expired tombstone to check against the live set.
+    Kept on ``reads`` (a report's VACUUM estimate and its trends read them once); the list must not be changed."""
+    found = reads._tombstones.get(version)
+    if found is None:
+        found = reads._tombstones[version] = _replay(reads, version, lambda _actions: None)
+    return found
 
 
 def range_files(reads: LogReads, start: int, end: int) -> list[LogFile]:

@@ -385,6 +385,7 @@ def health_report(
     auto_compact_max_file_size: int | str | None = None,
     auto_compact_min_num_files: int | None = None,
     storage_options: Mapping[str, str] | None = None,
+    trend_days: int | None = None,
 ) -> HealthReport:
     """Health of ``table`` at its latest version (optionally with ``compare_version`` as "before").
 
@@ -393,16 +394,21 @@ def health_report(
     Thresholds: explicit argument > ``get_conf`` (a running Spark session's conf, when the caller has
     one) > delta-spark's defaults (optimize.minFileSize 1 GiB; autoCompact.minFileSize =
     autoCompact.maxFileSize / 2 = 64 MiB; autoCompact.minNumFiles 50). The plan is OPTIMIZE's own
-    (``build_plan``), without Spark.
+    (``build_plan``), without Spark. ``trend_days`` (default 30, ``REPORT_OPTIONS``): the days of history
+    the trends read from the log (``table_trends``).
     """
     from ..delta.snapshot import load_snapshot
+    from ..delta.vacuum_log import LogReads
     from ..plan.autocompact import auto_compact_enabled, plan_auto_compact
     from ..plan.builder import build_plan
     from ..plan.predicate import select_partitions
     from .health_stats import statistics_coverage
     from .history import last_operation
+    from .table_trends import table_trends
+    from .trends import trend_window
     from .vacuum_state import vacuum_state
 
+    days = trend_window(trend_days)  # bad input before anything is read
     th, config = _resolve(
         get_conf,
         min_file_size=min_file_size,
@@ -433,13 +439,25 @@ def health_report(
         if compare_version is not None:
             before = load_snapshot(snapshot.location, compare_version, storage=snapshot.storage)
             compare = _layout(before, th.optimize_min_file_size, th.auto_compact_min_file_size)
-        vacuum = vacuum_state(snapshot, now_ms=int(time.time() * 1000))
+        now_ms = int(time.time() * 1000)
+        reads = LogReads(snapshot.storage, snapshot.location, keep_actions=True)  # VACUUM's and the trends'
+        vacuum = vacuum_state(snapshot, now_ms=now_ms, reads=reads)
         last_optimize = last_operation(
             snapshot.location,
             "OPTIMIZE",
             at_version=snapshot.version,
             limit=LAST_OPTIMIZE_LOOKBACK,
             storage=snapshot.storage,
+        )
+        stats = statistics.result()
+        trends = table_trends(
+            snapshot,
+            now_ms=now_ms,
+            days=days,
+            small_below=th.optimize_min_file_size,
+            lacking=stats["filesWithoutStats"] + stats["filesIncomplete"],
+            reads=reads,
+            last_run=vacuum.last_vacuum,
         )
         return HealthReport(
             table=snapshot.location,
@@ -454,8 +472,9 @@ def health_report(
             optimize=plan,
             auto_compact=auto,
             compare=compare,
-            statistics=statistics.result(),
+            statistics=stats,
             vacuum=vacuum.to_dict(),
+            trends=trends.to_dict(),
         )
 
 

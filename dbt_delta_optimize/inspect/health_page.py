@@ -11,7 +11,6 @@ Long lists end in a "+N more" row instead of stopping silently.
 from __future__ import annotations
 
 import base64
-import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from ..plan.config import format_size
 from ..plan.curve import COLUMNS_TAG
 from .health_report import HEALTHY, LAST_OPTIMIZE_LOOKBACK
+from .page_style import BLUE, GREY, RED, esc
 
 if TYPE_CHECKING:
     import jinja2
@@ -32,11 +32,7 @@ MAX_PARTITION_BARS = 60
 MAX_PARTITION_ROWS = 500
 MAX_BINS = 200
 
-RED, GREEN, BLUE, GREY = "#b3261e", "#2a7a2a", "#3b6ea8", "#8a949e"
-
-
-def _esc(s: Any) -> str:
-    return html.escape(str(s), quote=True)
+_esc = esc
 
 
 def _svg_open(width: int, height: int, title: str) -> list[str]:
@@ -340,6 +336,8 @@ def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Ma
 
     ``compare`` (default: the report's own ``compare`` section) is shown as "before", the report as "after".
     """
+    from .sparklines import trend_rows
+
     r: Mapping[str, Any] = report if isinstance(report, Mapping) else report.to_dict()
     compare = compare if compare is not None else r.get("compare")
     page = (
@@ -355,6 +353,8 @@ def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Ma
             zorder_tag=COLUMNS_TAG,
             lookback=LAST_OPTIMIZE_LOOKBACK,
             size=_size,
+            trend=r.get("trends"),
+            trend_rows=trend_rows(r.get("trends"), width=240),
             **_plan(r),
         )
     )
@@ -364,4 +364,4 @@ def render_html(report: HealthReport | Mapping[str, Any], path: str, compare: Ma
 
 
 #: Shared with the project page (``project_page``): one escaping, one SVG frame, one jinja2 environment.
-esc, svg_open, environment = _esc, _svg_open, _environment
+svg_open, environment = _svg_open, _environment

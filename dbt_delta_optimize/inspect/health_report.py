@@ -112,6 +112,8 @@ class HealthReport:
     statistics: Mapping[str, Any] | None = None
     #: what VACUUM would free (a log-based estimate, no listing) and when it last ran (``vacuum_state``)
     vacuum: Mapping[str, Any] | None = None
+    #: the last N days from the log, day by day, and when retained bytes become reclaimable (``table_trends``)
+    trends: Mapping[str, Any] | None = None
 
     def to_dict(self, *, copy: bool = True) -> dict[str, Any]:
         """The JSON form (``--json``): the layout keys plus thresholds, plans, verdict and protocol.
@@ -139,5 +141,6 @@ class HealthReport:
             compare=section(self.compare),
             statistics=section(self.statistics),
             vacuum=section(self.vacuum),
+            trends=section(self.trends),
         )
         return out

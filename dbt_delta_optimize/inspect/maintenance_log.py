@@ -42,13 +42,20 @@ def commit_summary(version: int, info: dict[str, Any]) -> CommitSummary:
     start, end = _int(metrics.get("startTimeMs")), _int(metrics.get("endTimeMs"))
     if duration is None and start is not None and end is not None and end >= start:
         duration = end - start
+    ts = _int(info.get("inCommitTimestamp")) or _int(info.get("timestamp"))
+    operation = info.get("operation") if isinstance(info.get("operation"), str) else None
+    params = info.get("operationParameters") if isinstance(info.get("operationParameters"), dict) else {}
+    assert isinstance(params, dict)
+    retention = _int(params.get("specifiedRetentionMillis", params.get("defaultRetentionMillis")))
+    cutoff = ts - retention if operation == "VACUUM START" and ts is not None and retention is not None else None
     return CommitSummary(
         version,
-        _int(info.get("inCommitTimestamp")) or _int(info.get("timestamp")),
-        info.get("operation") if isinstance(info.get("operation"), str) else None,
+        ts,
+        operation,
         _int(metrics.get("numRemovedBytes")) or 0,
         _int(metrics.get("numAddedBytes")) or 0,
         duration,
+        cutoff,
     )
 
 

@@ -3,7 +3,10 @@
 Same template system as the table health page (``health_page``: jinja2, autoescape on, inline SVG
 charts as data URIs, the same colours: red to act on, green healthy, blue this run's numbers, grey the
 prediction). Rows are the report's tables in rank order: verdict, size, small files, reclaimable
-bytes, statistics coverage, last maintained, and what ran with its predicted and actual seconds.
+bytes, statistics coverage, last maintained, and what ran with its predicted and actual seconds; then the
+table's last N days from its log as sparklines (``sparklines``), the bytes its tombstones retain and the date
+they become reclaimable, how many runs in a row it was deferred (starvation), and the state file's runs:
+actual against predicted seconds.
 """
 
 from __future__ import annotations
@@ -13,12 +16,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..plan.config import format_size
-from .health_page import BLUE, GREEN, GREY, RED, environment, esc, histogram_svg, svg_data_uri, svg_open
+from .health_page import environment, histogram_svg, svg_data_uri, svg_open
+from .page_style import BLUE, GREEN, GREY, RED, esc
+from .sparklines import cost_sparkline, trend_rows
 
-__all__ = ["MAX_BARS", "project_rows", "render_project_page"]
+__all__ = ["MAX_BARS", "PAGE_TRENDS", "project_rows", "render_project_page"]
 
 #: Tables drawn in a chart before a "+N more" line.
 MAX_BARS = 60
+#: The trends a table's row shows (the health page shows them all).
+PAGE_TRENDS = ("files", "bytes", "smallFiles", "statsCoverage", "retainedBytes", "maintenanceSeconds", "requests")
+
+
+def _tombstones(trends: Mapping[str, Any] | None) -> str:
+    """What the tombstones retain, what is reclaimable now, and when the next bytes become reclaimable."""
+    if not trends or trends.get("retainedBytes") is None:
+        return "-"
+    text = f"{format_size(trends['retainedBytes'])} retained, {format_size(trends['reclaimableBytes'] or 0)} reclaimable now"
+    nxt = trends.get("nextReclaim")
+    if nxt:
+        text += f"; {format_size(nxt['bytes'])} reclaimable on {nxt['date']}"
+    return text
 
 
 def _when(ms: Any) -> str:
@@ -45,6 +63,7 @@ def project_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         h = t.get("health") or {}
         verdict, css = _verdict(t)
         ran = t.get("ran") or []
+        trends = t.get("trends") if isinstance(t.get("trends"), Mapping) else None
         rows.append(
             {
                 "rank": t["rank"],
@@ -64,6 +83,12 @@ def project_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
                     f"{a['action']} {a['status']} ({a['seconds']:.1f}s, predicted {a['predictedSeconds']:.1f}s)"
                     for a in ran
                 ),
+                "trends": [r for r in trend_rows(trends, width=96) if r["key"] in PAGE_TRENDS],
+                "trendError": (trends or {}).get("error", ""),
+                "tombstones": _tombstones(trends),
+                "streak": int(t.get("deferredStreak") or 0),
+                "cost": cost_sparkline(t.get("runs") or [], width=96),
+                "runs": len([r for r in t.get("runs") or [] if r.get("actualSeconds") is not None]),
             }
         )
     return rows
@@ -139,6 +164,7 @@ def render_project_page(report: Mapping[str, Any], path: str) -> str:
     """Write the page for a maintenance report's JSON (``MaintenanceReport.to_dict``); returns ``path``."""
     rows = project_rows(report)
     summary = report.get("summary") or {}
+    days = next((t["trends"]["days"] for t in report.get("tables") or [] if (t.get("trends") or {}).get("days")), None)
     page = (
         environment()
         .get_template("project.html.j2")
@@ -148,6 +174,8 @@ def render_project_page(report: Mapping[str, Any], path: str) -> str:
             summary=summary,
             charts=_charts(report),
             healthy=sum(1 for r in rows if r["verdict"] == "healthy"),
+            days=days,
+            starved=sum(1 for r in rows if r["streak"] > 1),
             colours={"bad": RED, "good": GREEN, "data": BLUE, "predicted": GREY},
         )
     )

@@ -181,15 +181,16 @@ def _live_uses(snapshot: Snapshot, paths: set[str], dvs: set[str]) -> set[str]:
     return used
 
 
-def vacuum_state(snapshot: Snapshot, *, now_ms: int) -> VacuumState:
+def vacuum_state(snapshot: Snapshot, *, now_ms: int, reads: LogReads | None = None) -> VacuumState:
     """The log-based estimate of what VACUUM would free at the table's retention, and its last run.
 
     The tombstones are read first; the live files are consulted only for those in the window, and in Arrow.
+    ``reads``: the log as the caller reads it already (a health report's trends read the same tombstones).
     """
     storage, root = snapshot.storage, snapshot.location
     retention = table_retention_ms(snapshot.configuration)
     delete_before = now_ms - retention
-    dead = read_tombstones(LogReads(storage, root), snapshot.version)
+    dead = read_tombstones(reads if reads is not None else LogReads(storage, root), snapshot.version)
     last = last_vacuum(snapshot)
     done = (last or {}).get("deletedBeforeMs") or 0  # what the last completed run already deleted
     window = [t for t in dead if done <= t.deletion_timestamp < delete_before]

@@ -28,10 +28,13 @@ def table_health(
     get_conf: ConfGetter | None = None,
     compare_version: int | None = None,
     min_file_size: int | str | None = None,
+    trend_days: int | None = None,
 ) -> HealthReport:
     """``inspect.health.health_report`` of the table, opened once (or as the handle has it)."""
     from ..inspect.health import health_report
+    from ..inspect.trends import trend_window
 
+    trend_window(trend_days)  # bad input before the table is opened
     handle = open_table(table, spark=spark, storage_options=storage_options)
     return health_report(
         handle.snapshot,
@@ -39,6 +42,7 @@ def table_health(
         compare_version=compare_version,
         min_file_size=min_file_size,
         storage_options=handle.storage_options,
+        trend_days=trend_days,
     )
 
 

@@ -20,8 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import DeltaOptimizeError, InvalidArgumentError, exit_code
 from ..inspect.maintenance_log import read_log_facts
+from ..inspect.table_trends import table_trends
+from ..inspect.trends import trend_window
 from ..options import parse_duration
+from ..plan.config import OptimizeConfig
 from ..plan.maintenance import ACTIONS, Action, Calibration, TableScore, estimate_table
+from ..plan.maintenance_history import deferral_streak, history_of, run_record, runs_of
 from ..plan.maintenance_queue import QueueEntry, calibration_factors, queue_of, table_cap
 from .maintain_runners import RUNNERS, ActionRequest, Runner
 from .pipeline import Session
@@ -111,6 +115,10 @@ class MaintenanceReport:
     workers: int
     generated_at: str
     wall_seconds: float
+    #: the runs the state file remembered before this one (``maintenance_history``), oldest first
+    history: tuple[Mapping[str, Any], ...] = ()
+    #: per table name, its trends from the log (``table_trends``), or {"error": ...} when the log could not say
+    trends: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def count(self, status: str) -> int:
         return sum(1 for t in self.tables if t.status == status)
@@ -128,8 +136,12 @@ class MaintenanceReport:
         return codes.pop() if len(codes) == 1 and codes & {2, 3} else 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "tables": [t.to_dict() for t in self.tables],
+        """The JSON form (``--json``, the state file, the project page): the tables in rank order, each with its
+        trends, its deferral streak and its runs in the trends' window; and ``history``, the runs remembered (this
+        one included unless it is a dry run)."""
+        tables = [t.to_dict() for t in self.tables]
+        out = {
+            "tables": tables,
             "dryRun": self.dry_run,
             "budgetSeconds": self.budget,
             "maxTables": self.max_tables,
@@ -139,6 +151,14 @@ class MaintenanceReport:
             "wallSeconds": round(self.wall_seconds, 3),
             "summary": {s: self.count(s) for s in ("planned", "nothing to do", "done", "failed", "deferred")},
         }
+        runs = [*self.history, run_record(out)] if not self.dry_run else list(self.history)
+        for t in tables:
+            trends = self.trends.get(t["table"])
+            t["trends"] = dict(trends) if trends is not None else None
+            t["deferredStreak"] = deferral_streak(runs, t["table"])
+            t["runs"] = runs_of(runs, t["table"], (trends or {}).get("from"))
+        out["history"] = runs
+        return out
 
 
 # --------------------------------------------------------------------------- arguments
@@ -195,12 +215,24 @@ def _score(
     now_ms: int,
     only: tuple[Action, ...] | None,
     previous: Mapping[str, Any] | None,
-) -> tuple[Table, TableScore]:
+    trend_days: int,
+) -> tuple[Table, TableScore, dict[str, Any]]:
     opened = open_table(table, spark=spark, storage_options=storage_options)
     facts = read_log_facts(opened.snapshot, now_ms=now_ms)
     factors = calibration_factors(previous, opened.name)
     calibration = Calibration(factors) if factors else None
-    return opened, estimate_table(opened.name, opened.snapshot, facts, calibration=calibration, only=only)
+    score = estimate_table(opened.name, opened.snapshot, facts, calibration=calibration, only=only)
+    try:
+        trends = table_trends(
+            opened.snapshot,
+            now_ms=now_ms,
+            days=trend_days,
+            small_below=OptimizeConfig().min_file_size,  # what estimate_table counts as small
+            lacking=int(score.health.get("filesLackingStats") or 0),
+        ).to_dict()
+    except (DeltaOptimizeError, OSError, ValueError) as exc:  # the trends are a view: the table is still ranked
+        trends = {"error": f"the log's history could not be read: {exc}"}
+    return opened, score, trends
 
 
 # --------------------------------------------------------------------------- running
@@ -353,6 +385,7 @@ def maintain(
     workers: int | None = None,
     previous: Mapping[str, Any] | None = None,
     runners: Mapping[str, Runner] | None = None,
+    trend_days: int | None = None,
 ) -> MaintenanceReport:
     """Score every table from its log, then run the most valuable maintenance first within ``budget``.
 
@@ -368,15 +401,17 @@ def maintain(
         dry_run: rank and estimate only; nothing is written and no Spark is started for paths.
         workers: tables run at once (default: half the cores, at most 4, with a Spark session).
         previous: a previous report's JSON (``MaintenanceReport.to_dict``): its actual seconds calibrate
-            this run's predictions.
+            this run's predictions; its ``history`` (runs, deferrals, predicted and actual seconds) carries on.
         runners: how each action runs (default ``maintain_runners.RUNNERS``: the ops operations); the dbt
             bridge's SQL path passes statements run through dbt's connection.
+        trend_days: the days of each table's history its trends read from the log (default 30).
 
     Returns:
         MaintenanceReport: every table once, in rank order, with what ran and its metrics.
     """
     wanted = check_only(only)
     seconds = _check(budget, max_tables, workers)
+    days = trend_window(trend_days)
     names = _unique(tables)
     began = time.monotonic()
     session = Session(spark).running() if not dry_run else spark
@@ -385,18 +420,20 @@ def maintain(
     opened: dict[str, Table] = {}
     outcomes: list[TableOutcome] = []
     scores: list[TableScore] = []
+    trends: dict[str, dict[str, Any]] = {}
     with ThreadPoolExecutor(max_workers=max(pool_size, 2), thread_name_prefix="maintain-open") as pool:
-        futures = [(t, pool.submit(_score, t, session, storage_options, now_ms, wanted, previous)) for t in names]
+        futures = [(t, pool.submit(_score, t, session, storage_options, now_ms, wanted, previous, days)) for t in names]
     for t, fut in futures:
         name = t.name if isinstance(t, Table) else str(t)
         try:
-            table, score = fut.result()
+            table, score, found = fut.result()
         except DeltaOptimizeError as exc:
             outcomes.append(TableOutcome(name, 0, None, "failed", error=str(exc), error_code=exit_code(exc)))
             continue
         if any(t.snapshot.location == table.snapshot.location for t in opened.values()):
             continue  # the same table under another name: listed once, as first given
         opened[score.table] = table
+        trends[score.table] = found
         scores.append(score)
     queue = queue_of(scores)
     with_work = [e for e in queue if e.has_work]
@@ -430,4 +467,6 @@ def maintain(
         pool_size,
         datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         time.monotonic() - began,
+        tuple(history_of(previous)),
+        trends,
     )

@@ -36,6 +36,7 @@ __all__ = [
     "OPTIMIZE_OPTIONS",
     "PREFIX",
     "PURGE_FIXED",
+    "REPORT_OPTIONS",
     "VACUUM_MODEL_OPTIONS",
     "VACUUM_OPTIONS",
     "ConfGetter",
@@ -392,6 +393,21 @@ VACUUM_MODEL_OPTIONS: tuple[Option, ...] = (
         "After the model's write, run a LITE VACUUM at the table's own retention when the last VACUUM is older "
         "than this interval (7d, 12h, 1w).",
         unset="off",
+    ),
+)
+
+
+#: The reports' settings (``health`` and ``maintain``: flags and keywords, not dbt meta keys).
+REPORT_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "trend_days",
+        "count",
+        OURS + "report.trendDays",
+        30,
+        "Days of history the trends show (files, bytes, small files, tombstones, statistics coverage, maintenance "
+        "cost), read from each table's log in one pass.",
+        minimum=1,
+        meta=False,
     ),
 )
 

@@ -106,6 +106,8 @@ class CommitSummary:
     bytes_read: int = 0  #: OPTIMIZE/REORG: numRemovedBytes
     bytes_written: int = 0  #: numAddedBytes
     duration_ms: int | None = None  #: when the commitInfo records it (executionTimeMs, endTimeMs - startTimeMs)
+    #: VACUUM START: its time less the retention it ran with (the tombstones removed before it were deleted)
+    vacuum_cutoff_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -408,10 +410,14 @@ def _last_vacuum_ms(facts: LogFacts) -> int | None:
 
 def reclaimable(snapshot: Snapshot, facts: LogFacts) -> tuple[int, int]:
     """(files, bytes) of tombstones older than the table's retention, not live again, and not older than
-    the last logged VACUUM's own horizon (those it deleted already)."""
+    the last logged VACUUM's own horizon (those it deleted already: its START's time less the retention it
+    ran with, else its time less the table's retention)."""
     horizon = facts.now_ms - retention_ms(snapshot.configuration)
     last = _last_vacuum_ms(facts)
     done = last - retention_ms(snapshot.configuration) if last is not None else None
+    start = next((c for c in facts.commits if c.operation == "VACUUM START"), None)
+    if start is not None and start.vacuum_cutoff_ms is not None:
+        done = start.vacuum_cutoff_ms  # the retention the last run used (RETAIN 0 HOURS deletes every tombstone)
     live = set(snapshot.file_table.paths)
     seen: set[str] = set()
     files = size = 0
@@ -570,6 +576,7 @@ def estimate_table(
         "reclaimableFiles": files,
         "reclaimableBytes": size,
         "statsCoverage": _coverage(n, missing + partial),
+        "filesLackingStats": len(missing) + len(partial),
         "lastMaintained": last_maintained(facts),
         "clusterOverlap": extra.get("clusterOverlap"),
         "fileSizeHistogram": _log2_counts(snapshot.file_table.sizes),
