@@ -208,6 +208,21 @@ def default_workers(spark: SparkSession | None) -> int:
 
 
 # --------------------------------------------------------------------------- scoring
+#: Tables opened and scored at once: each is a few dependent round trips to its store (list the log, read
+#: the commits and checkpoint), so a dry run over 50 tables on S3 is a few times one table's, not 50 times.
+OPEN_THREADS = 16
+
+
+def _open_width(names: Sequence[str | Table], session: SparkSession | None, workers: int) -> int:
+    """Threads opening the tables: ``OPEN_THREADS``, unless a catalog name would start Spark from several
+    threads at once (no session yet): then as many as the workers, at least two."""
+    from ..engine.session import is_path
+
+    if session is None and any(isinstance(t, str) and not is_path(t) for t in names):
+        return max(workers, 2)
+    return max(1, min(OPEN_THREADS, len(names)))
+
+
 def _score(
     table: str | Table,
     spark: SparkSession | None,
@@ -421,7 +436,9 @@ def maintain(
     outcomes: list[TableOutcome] = []
     scores: list[TableScore] = []
     trends: dict[str, dict[str, Any]] = {}
-    with ThreadPoolExecutor(max_workers=max(pool_size, 2), thread_name_prefix="maintain-open") as pool:
+    with ThreadPoolExecutor(
+        max_workers=_open_width(names, session, pool_size), thread_name_prefix="maintain-open"
+    ) as pool:
         futures = [(t, pool.submit(_score, t, session, storage_options, now_ms, wanted, previous, days)) for t in names]
     for t, fut in futures:
         name = t.name if isinstance(t, Table) else str(t)

@@ -16,6 +16,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -73,8 +74,12 @@ VacuumMode = Literal["full", "lite"]
 #: delta-spark logs vacuums by default on these schemes (``VacuumCommandImpl.supportedFsForLogging``).
 _LOGGED_SCHEMES = ("", "file", "wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "hdfs", "az", "azure")
 DEFAULT_RETENTION = "interval 1 week"
-#: Deletes per batch (and per progress report).
+#: Deletes per batch (and per progress report) on a local table, and per Spark task on a cluster.
 BATCH = 5000
+#: Keys per delete request on an object store (S3 DeleteObjects' most; obstore splits Azure's into its
+#: batches of 256), and such requests in flight at once.
+OBJECT_BATCH = 1000
+DELETE_THREADS = 8
 Progress = Callable[[int, int], None]
 
 
@@ -270,16 +275,39 @@ def _guard(table: Table, plan: VacuumPlan) -> tuple[VacuumPlan, int]:
 
 def _delete(storage: Storage, root: str, plan: VacuumPlan, progress: Progress | None) -> tuple[int, int]:
     paths = [join(root, c.path) for c in plan.files]
-    deleted = 0
-    step = BATCH if progress is not None else max(1, len(paths))  # batches only to report progress
-    for i in range(0, len(paths), step):
-        deleted += storage.delete_many(paths[i : i + step])
-        if progress is not None:
-            progress(min(i + step, len(paths)), len(paths))
+    deleted = _delete_files(storage, paths, progress)
     if plan.sidecars:
         storage.delete_many([join(root, s) for s in plan.sidecars])
     folders = sum(1 for d in plan.folders if storage.remove_empty_dir(join(root, d)))
     return deleted, folders
+
+
+def _delete_files(storage: Storage, paths: list[str], progress: Progress | None) -> int:
+    """Delete ``paths``: on an object store every request of ``OBJECT_BATCH`` keys goes out at once (up to
+    ``DELETE_THREADS`` in flight), progress reported as each one ends; a local table in ``BATCH`` steps
+    (``LocalStorage.delete_many`` spreads each over its own threads). A failed request raises once the
+    requests in flight end; none not yet started is sent."""
+    if isinstance(storage, LocalStorage) or len(paths) <= OBJECT_BATCH:
+        deleted = 0
+        step = BATCH if progress is not None else max(1, len(paths))  # batches only to report progress
+        for i in range(0, len(paths), step):
+            deleted += storage.delete_many(paths[i : i + step])
+            if progress is not None:
+                progress(min(i + step, len(paths)), len(paths))
+        return deleted
+    chunks = [paths[i : i + OBJECT_BATCH] for i in range(0, len(paths), OBJECT_BATCH)]
+    deleted = done = 0
+    pool = ThreadPoolExecutor(min(DELETE_THREADS, len(chunks)), thread_name_prefix="ddo-vacuum-delete")
+    try:
+        asked = {pool.submit(storage.delete_many, c): len(c) for c in chunks}
+        for fut in as_completed(asked):
+            deleted += fut.result()
+            done += asked[fut]
+            if progress is not None:
+                progress(done, len(paths))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return deleted
 
 
 def _open(name: str, storage_options: Mapping[str, str] | None, session: Session) -> tuple[Table, LogReads]:

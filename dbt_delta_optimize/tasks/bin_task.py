@@ -33,6 +33,7 @@ from .messages import (
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
+    from .fetch_pool import FetchPool
 
 __all__ = ["run_bin", "spec_stats", "worker_info"]
 
@@ -322,7 +323,9 @@ def _try_copy(task: BinTask, storage: Storage, local: bool, target: Any) -> tupl
     return done, report
 
 
-def _rewrite(task: BinTask, storage: Storage, local: bool, stop: Callable[[], bool] | None) -> Rewritten:
+def _rewrite(
+    task: BinTask, storage: Storage, local: bool, stop: Callable[[], bool] | None, fetch: FetchPool | None
+) -> Rewritten:
     started = time.perf_counter()
     target = arrow_schema(with_hidden_fields(task.fields, task.row_tracking))
     report = None
@@ -338,6 +341,7 @@ def _rewrite(task: BinTask, storage: Storage, local: bool, stop: Callable[[], bo
         local=local,
         by_id=task.by_id,
         row_tracking=task.row_tracking,
+        fetch=fetch,
     )
     tables = _stoppable(tables, stop)
     if local:
@@ -363,15 +367,23 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def run_bin(task: BinTask, storage: Storage, *, local: bool, stop: Callable[[], bool] | None = None) -> Outcome:
+def run_bin(
+    task: BinTask,
+    storage: Storage,
+    *,
+    local: bool,
+    stop: Callable[[], bool] | None = None,
+    fetch: FetchPool | None = None,
+) -> Outcome:
     """Rewrite one bin; never raises for a bin that fails (the outcome says why, typed).
 
-    ``stop``: asked between row groups; True abandons the bin (its partial file is deleted).
+    ``stop``: asked between row groups; True abandons the bin (its partial file is deleted). ``fetch``: the
+    process's pool for small inputs on an object store (``tasks.worker``), shared with its other bins.
     """
     if task.deadline is not None and time.time() >= task.deadline:
         return NotStarted(task.bin_id, "the time budget was spent before this bin started")
     try:
-        outcome = _rewrite(task, storage, local, stop)
+        outcome = _rewrite(task, storage, local, stop, fetch)
         if stop is not None and stop():  # cancelled while its last read or write ran: nothing of it may stay
             raise _Stopped
         return outcome

@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .arrow_schema import NeedsSparkRewrite, conform
+from .fetch_pool import FetchPool
 from .messages import InputFile, RowTrackingColumns
 from .row_ids import fill_row_tracking, positions_from
 
@@ -27,9 +29,6 @@ __all__ = ["InputFileError", "filler", "live_row_groups", "live_rows", "open_inp
 
 #: Files up to this size are read whole, in one request.
 WHOLE_FILE_BYTES = 32 * 1024 * 1024
-#: Bytes of small files fetched ahead of the one being decoded (object stores).
-PREFETCH_BYTES = 128 * 1024 * 1024
-PREFETCH_FILES = 16
 _MAGIC = b"PAR1"
 #: Footer keys Spark writes when values use the legacy hybrid calendar (must be rebased by Spark).
 _LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
@@ -101,39 +100,53 @@ def _whole(storage: Storage, path: str) -> bytes:
         raise InputFileError(path, "the file is missing") from exc
 
 
-def open_inputs(storage: Storage, inputs: Sequence[InputFile], *, local: bool) -> Iterator[tuple[InputFile, Any, Any]]:
+def open_inputs(
+    storage: Storage, inputs: Sequence[InputFile], *, local: bool, fetch: FetchPool | None = None
+) -> Iterator[tuple[InputFile, Any, Any]]:
     """Each input with its ``pyarrow.parquet.ParquetFile`` and what it was opened from, in order.
 
     Local files are read whole (one read call) when small, else opened by path. On an object store
-    small files are fetched ahead concurrently, within ``PREFETCH_BYTES``.
+    small files are fetched ahead concurrently on ``fetch`` (the process's pool, shared by its bins:
+    ``tasks.fetch_pool``), up to its threads and within its byte window; without one, on a pool of
+    this call's own.
     """
     if local:
         for f in inputs:
             source: Any = _whole(storage, f.path) if f.size <= WHOLE_FILE_BYTES else f.path
             yield f, _parquet(source, f.path), source
         return
-    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="ddo-fetch") as pool:
-        ahead: deque[tuple[InputFile, Future[bytes] | None]] = deque()
-        pending = iter(inputs)
-        window = 0
-        try:
-            for f in pending:
-                small = f.size <= WHOLE_FILE_BYTES
-                ahead.append((f, pool.submit(_whole, storage, f.path) if small else None))
-                window += f.size if small else 0
-                while ahead and (window >= PREFETCH_BYTES or len(ahead) >= PREFETCH_FILES):
-                    window -= _size_if_small(ahead[0][0])
-                    yield _open_fetched(storage, *ahead.popleft())
-            while ahead:
-                yield _open_fetched(storage, *ahead.popleft())
-        finally:
-            for _, fut in ahead:
-                if fut is not None:
-                    fut.cancel()
+    pool = fetch if fetch is not None else FetchPool()
+    ahead: deque[tuple[InputFile, Future[bytes] | None, int]] = deque()
+    pending = iter(inputs)
+    following = next(pending, None)
+    try:
+        while True:
+            while following is not None and len(ahead) < pool.threads:
+                small = following.size <= WHOLE_FILE_BYTES
+                if small and not pool.reserve(following.size, must=not ahead):
+                    break  # the window is full: decode what is here, then fetch on
+                fut = pool.submit(_whole, storage, following.path) if small else None
+                ahead.append((following, fut, following.size if small else 0))
+                following = next(pending, None)
+            if not ahead:
+                return
+            f, fut, reserved = ahead.popleft()
+            try:
+                opened = _open_fetched(storage, f, fut)
+            finally:
+                pool.release(reserved)
+            yield opened
+    finally:
+        for _, fut, reserved in ahead:  # a bin that stopped early: its fetches ahead go, and their bytes with them
+            if fut is not None:
+                fut.cancel()
+                fut.add_done_callback(partial(_release, pool, reserved))
+        if fetch is None:
+            pool.shutdown()
 
 
-def _size_if_small(f: InputFile) -> int:
-    return f.size if f.size <= WHOLE_FILE_BYTES else 0
+def _release(pool: FetchPool, size: int, _: Future[bytes]) -> None:
+    pool.release(size)
 
 
 def _open_fetched(storage: Storage, f: InputFile, fut: Future[bytes] | None) -> tuple[InputFile, Any, Any]:
@@ -244,12 +257,14 @@ def read_live_tables(
     local: bool,
     by_id: bool,
     row_tracking: RowTrackingColumns | None,
+    fetch: FetchPool | None = None,
 ) -> Iterator[Any]:
-    """Every input's live rows, conformed to ``target``, as Arrow tables in input order."""
+    """Every input's live rows, conformed to ``target``, as Arrow tables in input order (``fetch``: the
+    process's pool for object-store fetches, see ``open_inputs``)."""
     from ..delta.deletion_vectors import load_deleted_rows
 
     columns = _TargetColumns(target)
-    for f, pf, source in open_inputs(storage, inputs, local=local):
+    for f, pf, source in open_inputs(storage, inputs, local=local, fetch=fetch):
         deleted = load_deleted_rows(f.deletion_vector, root=root, storage=storage) if f.deletion_vector else None
         fill = filler(row_tracking, f)
         yield from live_row_groups(pf, f.path, target, deleted, fill, by_id=by_id, source=source, columns=columns)

@@ -2,8 +2,10 @@
 
 Spark reuses its Python worker processes across tasks (``spark.python.worker.reuse``, on by
 default), so one store client per process serves every bin that process rewrites: connections and
-credentials are set up once, not once per bin. This process-wide cache is the one piece of
-module-level state in the package, and it lives only on the task side.
+credentials are set up once, not once per bin. So does one pool of fetch threads with its byte window
+(``tasks.fetch_pool``): the bins a process runs at once (the driver's threads on a local master) share
+one bound on GETs in flight and bytes held. This process-wide state is the one piece of module-level
+state in the package, and it lives only on the task side.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .bin_task import run_bin
+from .fetch_pool import FetchPool
 from .messages import DeleteTask, ListTask, Outcome, StatsTask, StoreRef, Task, decode_task, encode
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
 
-__all__ = ["run_task", "run_text", "task_storage"]
+__all__ = ["fetch_pool", "run_task", "run_text", "task_storage"]
 
 _STORES: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
+_FETCH: list[FetchPool] = []
 _LOCK = threading.Lock()
 
 
@@ -36,6 +40,14 @@ def task_storage(store: StoreRef) -> tuple[Storage, bool]:
     return storage, isinstance(storage, LocalStorage)
 
 
+def fetch_pool() -> FetchPool:
+    """This process's pool for small input files on object stores, made on the first bin that needs it."""
+    with _LOCK:
+        if not _FETCH:
+            _FETCH.append(FetchPool())
+        return _FETCH[0]
+
+
 def run_task(task: Task, stop: Callable[[], bool] | None = None) -> Outcome:
     """One task (a bin to rewrite, a file's stats for analyze, or a VACUUM listing or delete batch), with this process's storage for its table."""
     storage, local = task_storage(task.store)
@@ -47,7 +59,7 @@ def run_task(task: Task, stop: Callable[[], bool] | None = None) -> Outcome:
         from .vacuum_task import run_delete, run_list
 
         return run_list(task, storage) if isinstance(task, ListTask) else run_delete(task, storage)
-    return run_bin(task, storage, local=local, stop=stop)
+    return run_bin(task, storage, local=local, stop=stop, fetch=None if local else fetch_pool())
 
 
 def run_text(text: str) -> str:
