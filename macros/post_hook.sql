@@ -14,7 +14,7 @@
   {% set settings = config.meta_get('delta_optimize', {}) or {} %}
   {% set result = dbt_delta_optimize._delta_optimize_bridge().run_model(
       dbt_delta_optimize._delta_optimize_table_name(this), settings, model=model.name, file_format=config.get('file_format'),
-      invocation_id=invocation_id, target_path=flags.TARGET_PATH,
+      invocation_id=invocation_id, target_path=flags.TARGET_PATH, run_started_at=run_started_at,
       storage_options=var('delta_optimize_storage_options', none),
       spark_target=dbt_delta_optimize._delta_optimize_spark_target()) %}
   {% do dbt_delta_optimize._delta_optimize_report(result, settings.get('on_error', 'warn') if settings is mapping else 'warn') %}

@@ -1,6 +1,7 @@
 {#- Pre-hook: save the table's version before the model writes (under dbt's target path, keyed by this
-    invocation), so the post-hook's auto compaction looks exactly at this run's commits. Optional;
-    without it the latest commit is used.  +pre-hook: "{{ dbt_delta_optimize.pre_hook() }}" -#}
+    invocation), so the post-hook's auto compaction looks exactly at this run's commits (a table that does not
+    exist yet pins "before version 0"). Optional; without it the post-hook takes the commits stamped since the
+    invocation started (run_started_at).  +pre-hook: "{{ dbt_delta_optimize.pre_hook() }}" -#}
 {% macro pre_hook() %}
   {{ return(adapter.dispatch('pre_hook', 'dbt_delta_optimize')()) }}
 {% endmacro %}

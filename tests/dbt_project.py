@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
@@ -119,7 +119,7 @@ class DbtProject:
 
     def _run(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
         cmd = list(args)
-        if args and args[0] not in ("deps", "clean"):
+        if args and args[0] not in ("deps", "clean", "retry"):  # retry takes the failed invocation's target
             cmd += ["--target", self.target]
         if os.environ.get("DDO_DBT_SUBPROCESS"):
             return subprocess.run(
@@ -260,3 +260,145 @@ def spark_rows(spark: Any, path: str, columns: Sequence[str] | None = None) -> l
         for n in names
     ]
     return normalized(tuple(r) for r in frame.select(*cols).collect())
+
+
+# ----------------------------------------------------------------------------- every commit of a run reaches the hook
+#: integration_tests/models/matrix and snapshots/matrix (built with --vars '{ddo_matrix: true}', schema ddo_it_mx):
+#: a table created by the run, microbatch with and without the pre-hook, append, merge, insert_overwrite, a snapshot.
+MATRIX = ("mx_events", "mx_micro", "mx_micro_nopre", "mx_append", "mx_merge", "mx_overwrite", "mx_snapshot")
+PartitionKey = tuple[tuple[str, Any], ...]
+
+
+def _key(values: Mapping[str, Any] | None) -> PartitionKey:
+    return tuple(sorted((k, None if v is None else str(v)) for k, v in (values or {}).items()))
+
+
+def partition_files(path: str, version: int | None = None) -> dict[PartitionKey, int]:
+    """Live files per partition (``()`` for an unpartitioned table) at ``version`` (default: the latest)."""
+    import pyarrow as pa
+
+    table = DeltaTable(path) if version is None else DeltaTable(path, version=version)
+    actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()
+    cols = sorted(k for k in actions if k.startswith("partition."))
+    out: dict[PartitionKey, int] = {}
+    for i in range(len(actions["path"])):
+        key = _key({c[len("partition.") :]: actions[c][i] for c in cols})
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _commit(path: str, version: int) -> list[dict[str, Any]]:
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def rows_at(path: str, version: int | None = None) -> list[tuple[Any, ...]]:
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    table = DeltaTable(path) if version is None else DeltaTable(path, version=version)
+    data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+    names = sorted(data.column_names)
+    return normalized(zip(*(data.column(n).to_pylist() for n in names)))
+
+
+def check_run(path: str, before: int, record: Mapping[str, Any]) -> set[PartitionKey]:
+    """The run that committed after version ``before`` (-1: it created the table), then its post-hook: every
+    partition the run wrote that held >= 2 files after its last write is compacted to one file, no other
+    partition changed, the rows are those of its last write, and the results entry lists the run's commits
+    and the partitions compacted. Returns the partitions that qualified."""
+    latest = DeltaTable(path).version()
+    commits = {v: _commit(path, v) for v in range(before + 1, latest + 1)}
+    ops = {v: next(a["commitInfo"] for a in acts if "commitInfo" in a)["operation"] for v, acts in commits.items()}
+    data = [v for v, op in ops.items() if op != "OPTIMIZE"]
+    optimize = [v for v, op in ops.items() if op == "OPTIMIZE"]
+    assert data and all(o > max(data) for o in optimize), f"{path}: {ops}"
+    end = max(data)
+    written = {_key(a["add"].get("partitionValues")) for v in data for a in commits[v] if "add" in a}
+    at_end = partition_files(path, end)
+    qualifying = {p for p in written if at_end.get(p, 0) >= 2}
+    compacted = {_key(a["remove"].get("partitionValues")) for v in optimize for a in commits[v] if "remove" in a}
+    assert compacted == qualifying, f"{path}: compacted {compacted}, qualifying {qualifying}; {record}"
+    after = partition_files(path)
+    assert after == {p: 1 if p in qualifying else n for p, n in at_end.items()}, f"{path}: {at_end} -> {after}"
+    assert rows_at(path, latest) == rows_at(path, end), f"{path}: the compaction changed the rows"
+    assert record["run_versions"] == data and record["batches"] == len(data), (data, record)
+    assert {_key(p) for p in record["partitions_compacted"]} == qualifying, record
+    return qualifying
+
+
+def _foreign_files(path: str, key: PartitionKey, files: int) -> None:
+    """``files`` commits by another writer (deltalake), each one small file of rows copied within partition ``key``."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    rows = pa.table(DeltaTable(path).to_pyarrow_dataset().to_table())
+    mask = [all(str(row[k]) == v for k, v in key) for row in rows.select([k for k, _ in key]).to_pylist()]
+    sample = rows.filter(pa.array(mask)).slice(0, 3)
+    for _ in range(files):
+        write_deltalake(path, sample, mode="append")
+
+
+def matrix_runs(project: DbtProject, path_of: Callable[[str], str]) -> None:
+    """The hook's matrix through real dbt, two invocations (one `dbt build` each), every model checked by
+    ``check_run``: a microbatch backfill of 4 day batches (with and without the pre-hook), every incremental
+    strategy, a snapshot and a table created by the run; then an incremental run (microbatch: its lookback)
+    after another writer added small files to a partition the run does not write."""
+    today = dt.datetime.now(dt.timezone.utc).date()
+    first_day = today - dt.timedelta(days=4)
+    window = ["--event-time-start", str(first_day), "--event-time-end", str(today)]
+    project("build", "-s", "tag:mx", *window, "--vars", "{ddo_matrix: true, batch: 0}")
+    records = {r["table"].split(".")[-1]: r for r in project.results()}
+    for name in MATRIX:
+        assert check_run(path_of(name), -1, records[name]), f"{name}: nothing qualified when created"
+    for name in ("mx_micro", "mx_micro_nopre"):
+        assert records[name]["batches"] == 4 and records[name]["partitions_compacted"], records[name]
+    assert records["mx_micro"]["auto_compact"]["sinceVersion"] == -1  # the pre-hook found no table
+    assert records["mx_micro_nopre"]["auto_compact"]["runCommits"]["basis"] == "started"
+
+    foreign = (("d", str(first_day)),)
+    for name in ("mx_append", "mx_micro_nopre"):
+        _foreign_files(path_of(name), foreign, 2)
+    before = {name: DeltaTable(path_of(name)).version() for name in MATRIX}
+    project("build", "-s", "tag:mx", "--vars", "{ddo_matrix: true, batch: 1}")
+    records = {r["table"].split(".")[-1]: r for r in project.results()}
+    for name in MATRIX:
+        qualifying = check_run(path_of(name), before[name], records[name])
+        if name not in ("mx_merge", "mx_snapshot"):  # their rewrites may leave a single file
+            assert qualifying, f"{name}: nothing qualified in the incremental run"
+    for name in ("mx_micro", "mx_micro_nopre"):  # lookback 1: yesterday's batch again, and today's
+        assert records[name]["batches"] == 2, records[name]
+    for name in ("mx_append", "mx_micro_nopre"):  # the other writer's partition is not the run's: left alone
+        assert partition_files(path_of(name))[foreign] == 3
+
+
+def microbatch_retry_and_full_refresh(project: DbtProject, path_of: Callable[[str], str]) -> None:
+    """A microbatch run whose middle batch fails: the post-hook (after the last batch) compacts the batches that
+    committed, `dbt retry` runs the failed one and its hooks compact it. Then `--full-refresh` of a microbatch
+    model without the pre-hook: the batch replacing the table and every later one are the run's."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    today = dt.datetime.now(dt.timezone.utc).date()
+    window = ["--event-time-start", str(today - dt.timedelta(days=4)), "--event-time-end", str(today)]
+    gate = str(project.work / "mx_gate")
+    write_deltalake(gate, pa.table({"x": [1]}), mode="overwrite")
+    project.fails("run", "-s", "mx_micro_retry", *window, "--vars", f"{{ddo_matrix: true, mx_gate: '{gate}'}}")
+    (record,) = project.results()
+    path = path_of("mx_micro_retry")
+    assert len(check_run(path, -1, record)) == 3 and record["batches"] == 3, record  # the failed one wrote nothing
+    write_deltalake(gate, pa.table({"x": pa.array([], pa.int64())}), mode="overwrite")
+    before = DeltaTable(path).version()
+    project("retry")
+    (record,) = project.results()
+    assert check_run(path, before, record) and record["batches"] == 1, record
+    assert sorted(partition_files(path).values()) == [1, 1, 1, 1]
+    assert len(rows_at(path)) == 1600  # 4 days of 400 rows
+
+    path = path_of("mx_micro_nopre")
+    before = DeltaTable(path).version()
+    project("run", "-s", "mx_micro_nopre", "--full-refresh", *window, "--vars", "{ddo_matrix: true}")
+    (record,) = project.results()
+    assert len(check_run(path, before, record)) == 4 and record["batches"] == 4, record
+    assert record["auto_compact"]["runCommits"]["basis"] == "started"
+    assert sorted(partition_files(path).values()) == [1, 1, 1, 1] and len(rows_at(path)) == 1600

@@ -197,6 +197,33 @@ def test_pre_hook_version_reaches_the_post_hook_of_the_same_invocation_only(spar
     assert files.pop_version(str(tmp_path / "new")) == -1  # no table before the first build
 
 
+@pytest.mark.spark
+def test_without_a_pre_hook_the_runs_start_finds_every_commit_it_made(spark, tmp_path):
+    """No pre-hook version: the commits stamped since dbt's run_started_at are the run's, all of them (a
+    microbatch run's batches), and the results entry says which and why; a version that cannot be read is
+    not saved (unknown is not "no table")."""
+    import datetime as dt
+
+    from deltalake import DeltaTable
+
+    from dbt_delta_optimize.dbt import bridge as dbt_bridge
+
+    table = str(tmp_path / "t")
+    _write(table, 2)  # an earlier run
+    last = DeltaTable(table).history(1)[0]["timestamp"]
+    started = dt.datetime.fromtimestamp((last + 1) / 1000, dt.timezone.utc)
+    _write(table, 3)  # this run: three commits
+    b = dbt_bridge.Bridge()
+    target = str(tmp_path / "target")
+    r = b.run_model(table, {"min_num_files": 3}, invocation_id="inv", target_path=target, run_started_at=started)
+    run = r["auto_compact"]["runCommits"]
+    assert run["basis"] == "started" and run["versions"] == [2, 3, 4] and "run's start" in run["reason"], r
+    assert r["batches"] == 3 and r["run_versions"] == [2, 3, 4] and r["partitions_compacted"] == [{}], r
+    assert r["status"] == "runOnModifiedPartitions" and (r["files_before"], r["files_after"]) == (5, 1)
+    b.record_version(table, invocation_id="inv", target_path=target, spark_target={"method": "thrift"})  # no way in
+    assert b.files("inv", target).pop_version(table) is None
+
+
 def _write(path: str, commits: int) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake

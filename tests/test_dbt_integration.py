@@ -14,7 +14,9 @@ from tests.dbt_project import (
     columns_of,
     deltalake_rows,
     files_per_partition,
+    matrix_runs,
     merged_rows,
+    microbatch_retry_and_full_refresh,
     optimize_commits,
     seed_rows,
     session_project,
@@ -155,6 +157,15 @@ def test_dbt_package_end_to_end(project, spark):
     assert len(same_rows(spark, project, "events_snapshot")) == n + changed  # a new version per changed row
     assert DeltaTable(table(project, "events_merge")).history(2)[1]["operation"].startswith("CREATE OR REPLACE")
     _merge_compacted(project, spark, records["ddo_it.events_merge"], changed=2, others=2)
+
+
+@pytest.mark.timeout(1800)  # 4 dbt invocations, about 30 models and batches
+def test_every_commit_of_a_run_reaches_the_hook(project):
+    """Microbatch backfills (with and without the pre-hook), every incremental strategy, a snapshot and a table
+    created by the run: each run's qualifying partitions are compacted, and nothing else (method session)."""
+    path_of = lambda name: str(project.work / "wh" / "ddo_it_mx.db" / name)  # noqa: E731
+    matrix_runs(project, path_of)
+    microbatch_retry_and_full_refresh(project, path_of)
 
 
 def _merge_compacted(project: DbtProject, spark, record: dict, *, changed: int, others: int) -> None:

@@ -186,3 +186,35 @@ def test_the_where_clause_names_the_partitions_our_plan_rewrites(tmp_path):
     snap = load_snapshot(path)
     assert plan_partitions(plan_optimize(None, path), snap) is None  # every partition: no WHERE at all
     assert where_chunks(None, snap.partition_types, snap.partition_columns) == [()]
+
+
+def test_without_the_log_the_runs_commits_come_from_describe_history():
+    """delta_optimize_read_log: false: DESCRIBE HISTORY's rows (timestamp, engineInfo) find the run's commits as the
+    log does; another engine's commit among them is not counted."""
+    import datetime as dt
+
+    from dbt_delta_optimize.dbt.sql_engine import TableDetail
+    from dbt_delta_optimize.dbt.sql_hooks import _estimated_decision
+
+    spark, rs = "Apache-Spark/4.0.0 Delta-Lake/4.0.0", "delta-rs.1.6"
+    at = [dt.datetime(2026, 11, 1, 12, 0, s) for s in range(6)]
+    rows = [
+        {"version": v, "timestamp": at[v], "operation": op, "engineInfo": e}
+        for v, op, e in [(0, "CREATE TABLE AS SELECT", spark), (1, "WRITE", spark), (2, "WRITE", rs),
+                         (3, "WRITE", spark), (4, "WRITE", spark), (5, "WRITE", spark)]
+    ]  # fmt: skip
+    asked: list[tuple[int | None, int]] = []
+
+    def history(since: int | None, latest: int, *, back: int = 1) -> list[dict[str, object]]:
+        asked.append((since, back))
+        start = latest - back + 1 if since is None else since + 1
+        return [r for r in rows[::-1] if int(r["version"]) >= start]  # type: ignore[call-overload]
+
+    table = SimpleNamespace(version=lambda: 5, history=history, detail=lambda: TableDetail(None, (), (), 12, 1200))
+    s = ModelSettings(min_num_files=2)
+    out, _ = _estimated_decision(table, None, s, at[2])  # no pre-hook: the run started with version 2
+    assert out["triggeringVersions"] == [3, 4, 5] and out["runCommits"]["basis"] == "started", out
+    assert out["runCommits"]["notCounted"][0]["version"] == 2 and out["status"] == "runOnModifiedPartitions"
+    out, _ = _estimated_decision(table, -1, s, None)  # the pre-hook found no table: every commit but delta-rs's
+    assert out["triggeringVersions"] == [0, 1, 3, 4, 5] and out["runCommits"]["count"] == 5, out
+    assert asked == [(None, 200), (-1, 1)]

@@ -20,6 +20,7 @@ from tests.dbt_project import (
     columns_of,
     deltalake_rows,
     files_per_partition,
+    matrix_runs,
     merged_rows,
     normalized,
     seed_rows,
@@ -109,6 +110,13 @@ def test_incremental_runs_are_compacted_by_the_post_hook_over_thrift(project, th
         assert set(files_per_partition(inc).values()) == {1}
         rows = same_rows(thrift_server, "events_incremental")
         assert len(rows) == (batch + 1) * n and {row[-1] for row in rows} == set(range(batch + 1))
+
+
+@pytest.mark.timeout(1800)  # 2 dbt invocations, about 20 models and batches
+def test_every_commit_of_a_run_reaches_the_hook_over_thrift(project, thrift_server):
+    """The session test's matrix through dbt's thrift connection: the SQL executor gets the same run's commits."""
+    thrift_server.query("DROP SCHEMA IF EXISTS ddo_it_mx CASCADE")
+    matrix_runs(project, lambda name: path(thrift_server, name, "ddo_it_mx"))
 
 
 def test_run_operations_and_the_log_free_path_over_thrift(project, thrift_server):

@@ -151,7 +151,12 @@ class Bridge:
         storage_options: Any = None,
         spark_target: Any = None,
     ) -> str:
-        """Pre-hook: save the table's version before the model writes (auto compaction looks after it)."""
+        """Pre-hook: save the table's version before the model writes (auto compaction looks after it).
+
+        A table that does not exist yet is saved as -1 ("before version 0": every commit of the run is its
+        trigger, the table-creating one included). When the version cannot be read nothing is saved: the
+        post-hook then finds the run's commits from the run's start (``plan.run_commits``).
+        """
         from ..ops.table import table_version
 
         try:
@@ -159,11 +164,13 @@ class Bridge:
             options = parse_operation_args(None, None, False, storage_options).storage_options
             if target.engine == "sql":
                 version = sql_hooks.table_version(target.sql_connection(), table, options)
+            elif target.usable:
+                version = table_version(table, spark=target.session(), storage_options=options)
             else:
-                version = table_version(table, spark=target.session(), storage_options=options) if target.usable else -1
+                return ""
         except Exception as exc:  # the model must not fail because the pre-hook could not look
             log.debug("pre-hook of %s could not read the table version: %s", table, exc)
-            version = -1
+            return ""
         try:
             self.files(invocation_id, target_path).save_version(table, version)
         except OSError as exc:
@@ -181,8 +188,13 @@ class Bridge:
         target_path: str | None = None,
         storage_options: Any = None,
         spark_target: Any = None,
+        run_started_at: Any = None,
     ) -> dict[str, Any]:
         """Post-hook body: auto compaction (default) or a full OPTIMIZE of one model's table, per its settings.
+
+        Auto compaction considers every commit the model's run made (all batches of a microbatch run, the
+        table-creating one): those after the pre-hook's version, else those stamped since
+        ``run_started_at`` (the macros pass dbt's), else the latest one (``plan.run_commits``).
 
         Never raises for a failed compaction: the result carries ``status`` ``failed`` and ``error``,
         and the macro decides (on_error) whether the model fails. The cost when nothing qualifies is
@@ -205,10 +217,10 @@ class Bridge:
                 target = self._target(spark_target, record, files.invocation_id)
                 if target is not None and target.engine == "sql":
                     conn = target.sql_connection()
-                    sql_hooks.run_model(conn, record, table, file_format, s, since, decision)
+                    sql_hooks.run_model(conn, record, table, file_format, s, since, decision, started=run_started_at)
                 elif target is not None:
                     spark = functools.cache(target.session)
-                    spark_hooks.run_model(spark, record, table, file_format, s, since, decision)
+                    spark_hooks.run_model(spark, record, table, file_format, s, since, decision, started=run_started_at)
         except Exception as exc:  # the model must not fail because compaction did (unless on_error: fail)
             _failed(record, exc)
         return self._finish(files, record, t0)

@@ -17,7 +17,7 @@ from ..ops.effective import effective_settings
 from ..options import ConfGetter, effective_dict
 from .settings import ModelSettings
 
-__all__ = ["Decision", "Work", "decide", "model_settings", "table_skip"]
+__all__ = ["Decision", "Work", "decide", "model_settings", "run_summary", "table_skip"]
 
 #: What a post-hook does.
 Work = Literal["skip", "liquid", "optimize", "auto"]
@@ -65,3 +65,14 @@ def model_settings(decision: Decision, s: ModelSettings, get_conf: ConfGetter | 
     auto["min_num_files"] = s.min_num_files
     kind = _SETTINGS_OF[decision.work]
     return effective_dict(effective_settings(kind, get_conf, s.options, auto, given="meta"))
+
+
+def run_summary(record: dict[str, Any], auto: Mapping[str, Any]) -> None:
+    """The results entry's one-glance view of an auto compaction: how many commits the model's run made
+    (``batches``: one per microbatch batch), which versions were counted as the run's, and the partitions
+    compacted (empty when none was)."""
+    run = auto.get("runCommits") or {}
+    record["batches"] = run.get("count")
+    record["run_versions"] = run.get("versions")
+    ran = bool(auto.get("metrics"))
+    record["partitions_compacted"] = [c.get("partition") for c in auto.get("chosen") or []] if ran else []

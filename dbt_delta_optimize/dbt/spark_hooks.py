@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotADeltaTableError, TableNotFoundError
 from ..ops.pipeline import Session
 from ..ops.table import Table, open_table
-from .hook import Decision, model_settings, table_skip
+from .hook import Decision, model_settings, run_summary, table_skip
 from .outcome import Report
 from .settings import ModelSettings
 from .vacuum_hook import vacuum_after_spark
@@ -77,13 +77,14 @@ def _optimize(
     return optimize(spark(), handle, where=list(where), zorder_by=list(zorder_by), curve=s.curve, options=s.options)
 
 
-def _auto_compact(spark: Spark, handle: Table, since: int | None, s: ModelSettings) -> AutoCompactResult:
+def _auto_compact(spark: Spark, handle: Table, since: int | None, s: ModelSettings, started: Any) -> AutoCompactResult:
     from ..ops.auto_compact import auto_compact
 
     return auto_compact(
         spark(),
         handle,
-        since if since is not None and since >= 0 else None,
+        since,
+        run_started_at=started,
         enabled=True,
         min_file_size=s.options.min_file_size,
         max_file_size=s.options.max_file_size,
@@ -100,6 +101,7 @@ def optimized(record: Report, m: OptimizeMetrics) -> bool:
 
 def _auto_compacted(record: Report, r: AutoCompactResult) -> bool:
     record.update(decision=r.status, status=r.status, reason=r.reason, auto_compact=r.to_dict())
+    run_summary(record, record["auto_compact"])
     if r.error:
         record["error"] = r.error
     return r.ran or bool(r.error)  # a failed run may have committed some batches
@@ -125,8 +127,13 @@ def run_model(
     s: ModelSettings,
     since: int | None,
     decision: Decision,
+    *,
+    started: Any = None,
 ) -> None:
-    """Carry out the decision on the table, opened once; the record names the settings in force."""
+    """Carry out the decision on the table, opened once; the record names the settings in force.
+
+    ``since``: the pre-hook's version (-1: no table before the run); ``started``: the run's start, which
+    finds the run's commits when there is no pre-hook version (``plan.run_commits``)."""
     handle = open_delta(record, table, file_format, s.storage_options, spark)
     if handle is None:
         return
@@ -138,6 +145,6 @@ def run_model(
     elif decision.work == "optimize":
         wrote = optimized(record, _optimize(spark, handle, s.where, s.zorder_by, s))
     else:
-        wrote = _auto_compacted(record, _auto_compact(spark, handle, since, s))
+        wrote = _auto_compacted(record, _auto_compact(spark, handle, since, s, started))
     files_after(record, handle, wrote)
     vacuum_after_spark(spark, record, handle.location, handle.snapshot, s, get_conf)

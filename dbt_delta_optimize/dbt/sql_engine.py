@@ -271,9 +271,9 @@ class SqlTable:
         rows = self.conn.rows(sql.describe_history(self.table, 1))
         return _int(rows[0].get("version")) if rows else None
 
-    def history(self, since: int | None, latest: int) -> list[Mapping[str, Any]]:
-        """``DESCRIBE HISTORY`` rows after ``since`` (None: the latest commit only), newest first."""
-        start = latest if since is None else since + 1
+    def history(self, since: int | None, latest: int, *, back: int = 1) -> list[Mapping[str, Any]]:
+        """``DESCRIBE HISTORY`` rows after ``since`` (None: the latest ``back`` commits), newest first."""
+        start = latest - max(back, 1) + 1 if since is None else since + 1
         if start > latest:
             return []
         rows = self.conn.rows(sql.describe_history(self.table, latest - start + 1))

@@ -13,7 +13,7 @@ from typing import Any
 from ..options import parse_size
 from ..plan.autocompact import RUN_ON_ALL, RUN_ON_MODIFIED
 from . import sql_statements as sql
-from .hook import Decision, table_skip
+from .hook import Decision, run_summary, table_skip
 from .outcome import Report
 from .settings import ModelSettings, OperationArgs
 from .sql_engine import (
@@ -30,6 +30,8 @@ from .vacuum_hook import vacuum_after_sql
 __all__ = ["run_model", "run_optimize", "run_purge", "table_version"]
 
 _RUN = (RUN_ON_MODIFIED, RUN_ON_ALL)
+#: Without the log and a pre-hook version, the run's commits are looked for among this many latest ones.
+_HISTORY_BACK = 200
 
 
 def table_version(conn: SqlConnection, table: str, options: Mapping[str, str] | None) -> int:
@@ -134,14 +136,16 @@ def _ensure_clustered(t: SqlTable, record: Report, columns: tuple[str, ...]) -> 
 
 
 # ----------------------------------------------------------------------------- auto compaction
-def _auto_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[dict[str, Any], Any]:
-    """Our decision from the log (the same rules as on a session); (result dict, config)."""
+def _auto_decision(t: SqlTable, since: int | None, s: ModelSettings, started: Any) -> tuple[dict[str, Any], Any]:
+    """Our decision from the log (the same rules, and the same run's commits, as on a session); (result dict,
+    config)."""
     from ..api import auto_compact
 
     r = auto_compact(
         None,
         t.location,
-        since if since is not None and since >= 0 else None,
+        since,
+        run_started_at=started,
         enabled=True,
         min_file_size=s.options.min_file_size,
         max_file_size=s.options.max_file_size,
@@ -156,9 +160,11 @@ def _auto_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[di
     return out, r.config
 
 
-def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tuple[dict[str, Any], Any]:
-    """Without the log: the skip rules on DESCRIBE HISTORY, the small-file rule on DESCRIBE DETAIL's totals."""
+def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings, started: Any) -> tuple[dict[str, Any], Any]:
+    """Without the log: the run's commits and the skip rules on DESCRIBE HISTORY, the small-file rule on
+    DESCRIBE DETAIL's totals."""
     from ..plan.autocompact import AutoCompactConfig, decide_counts, trigger_skip
+    from ..plan.run_commits import run_commits, to_epoch_ms
 
     sizes = {
         "min_file_size": s.options.min_file_size,
@@ -167,9 +173,17 @@ def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tup
     }
     config = AutoCompactConfig.resolve(None, {k: v for k, v in sizes.items() if v is not None})
     latest = t.version()
-    rows = t.history(since if since is not None and since >= 0 else None, latest if latest is not None else -1)
-    out: dict[str, Any] = {"sinceVersion": since, "triggeringVersions": [r.get("version") for r in rows]}
-    skip = trigger_skip(since, [(int(r.get("version") or 0), r) for r in rows], config)
+    last = latest if latest is not None else -1
+    started_ms = to_epoch_ms(started)
+    window = since if since is not None and since <= last else -1 if since is not None else None
+    rows = t.history(window, last, back=_HISTORY_BACK if window is None and started_ms is not None else 1)
+    run = run_commits(
+        [(int(r.get("version") or 0), r) for r in rows], latest=last, since_version=since, started_ms=started_ms
+    )
+    counted = [(int(r.get("version") or 0), r) for r in rows if int(r.get("version") or 0) in run.versions]
+    out: dict[str, Any] = {"sinceVersion": since, "triggeringVersions": list(run.versions)}
+    out["runCommits"] = run.to_dict()
+    skip = trigger_skip(since, counted, config)
     if skip is not None:
         return {**out, "status": skip[0], "reason": skip[1]}, config
     detail = t.detail()
@@ -180,11 +194,13 @@ def _estimated_decision(t: SqlTable, since: int | None, s: ModelSettings) -> tup
     return {**out, "status": d.status, "reason": reason, "partitions": None}, config
 
 
-def _auto(t: SqlTable, record: Report, since: int | None, s: ModelSettings) -> bool:
-    decision, config = _auto_decision(t, since, s) if t.snapshot is not None else _estimated_decision(t, since, s)
+def _auto(t: SqlTable, record: Report, since: int | None, s: ModelSettings, started: Any) -> bool:
+    decide = _auto_decision if t.snapshot is not None else _estimated_decision
+    decision, config = decide(t, since, s, started)
     partitions = decision.pop("partitions", None)
     record.update(decision=decision["status"], status=decision["status"], reason=decision["reason"])
     record["auto_compact"] = decision
+    run_summary(record, decision)
     if decision["status"] not in _RUN:
         return False
     if t.snapshot is None or t.clustering_columns():
@@ -195,6 +211,9 @@ def _auto(t: SqlTable, record: Report, since: int | None, s: ModelSettings) -> b
         statements = [sql.optimize(t.table, where=w) for w in chunks]
     metrics = t.run(statements, (config.small_file_threshold, config.max_file_size))
     decision["metrics"] = record["metrics"] = metrics
+    run_summary(record, decision)
+    if partitions is None:  # the whole table
+        record["partitions_compacted"] = None
     return _changed(metrics)
 
 
@@ -207,8 +226,13 @@ def run_model(
     s: ModelSettings,
     since: int | None,
     decision: Decision,
+    *,
+    started: Any = None,
 ) -> None:
-    """Post-hook: the decided auto compaction, OPTIMIZE, or liquid clustering of one model's table, through SQL."""
+    """Post-hook: the decided auto compaction, OPTIMIZE, or liquid clustering of one model's table, through SQL.
+
+    The run's commits come from the same ``since`` (the pre-hook's version) and ``started`` (the run's start)
+    as on a session (``plan.run_commits``)."""
     _given(conn, record, table, s, "meta")
     t = _open(conn, record, table, file_format, s.storage_options)
     if t is None:
@@ -220,7 +244,7 @@ def run_model(
     elif decision.work == "optimize":
         wrote = _optimize(t, record, s.where, s.zorder_by, s)
     else:
-        wrote = _auto(t, record, since, s)
+        wrote = _auto(t, record, since, s, started)
     _finish(t, record, before, wrote)
     if s.vacuum_lite_every is not None:
         vacuum_after_sql(conn, record, table, t.snapshot, s)

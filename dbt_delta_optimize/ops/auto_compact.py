@@ -36,6 +36,7 @@ from ..plan.builder import build_plan
 from ..plan.config import OptimizeConfig
 from ..plan.operation import REARRANGING_OPERATIONS, AutoCompact
 from ..plan.predicate import select_partitions
+from ..plan.run_commits import RunCommits, run_commits, to_epoch_ms
 from .pipeline import Session, Target, execute, external_paths_gate, gate
 from .table import Table, source_of
 
@@ -60,6 +61,7 @@ class _Trigger:
     versions: tuple[int, ...]
     info: dict[int, Mapping[str, Any]]
     data_commits: list[tuple[int, list[dict[str, Any]]]]
+    run: RunCommits
 
     @property
     def added(self) -> set[str]:
@@ -69,20 +71,44 @@ class _Trigger:
         return {unquote(a["add"]["path"]) for _, acts in self.data_commits for a in acts if "add" in a}
 
 
-def _trigger(snapshot: Snapshot, since_version: int | None) -> _Trigger:
-    """The commits after ``since_version`` (default: the latest one), and those that are not our own."""
+def _info(actions: list[dict[str, Any]]) -> Mapping[str, Any]:
+    info: Mapping[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    return info
+
+
+def _window(snapshot: Snapshot, since_version: int | None, started_ms: int | None) -> list[tuple[int, Any]]:
+    """The commits the run may have made: after ``since_version``; else back from the latest to the first one
+    stamped before ``started_ms`` (or the oldest the log still has); else the latest alone."""
     from ..delta.snapshot import read_commit
+    from ..errors import TableNotFoundError
+    from ..plan.run_commits import commit_time_ms
 
     latest = snapshot.version
-    start = latest if since_version is None else since_version + 1
-    commits = [
-        (v, read_commit(snapshot.location, v, storage=snapshot.storage)) for v in range(max(start, 0), latest + 1)
-    ]
-    info: dict[int, Mapping[str, Any]] = {
-        v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits
-    }
-    data = [(v, acts) for v, acts in commits if info[v].get("operation") not in REARRANGING_OPERATIONS]
-    return _Trigger(tuple(v for v, _ in commits), info, data)
+    if since_version is not None:
+        start = since_version + 1 if since_version <= latest else 0  # past the end: the table was made anew
+        return [(v, read_commit(snapshot.location, v, storage=snapshot.storage)) for v in range(start, latest + 1)]
+    if started_ms is None:
+        return [(latest, read_commit(snapshot.location, latest, storage=snapshot.storage))]
+    commits = []
+    for v in range(latest, -1, -1):
+        try:
+            actions = read_commit(snapshot.location, v, storage=snapshot.storage)
+        except TableNotFoundError:  # cleaned up by log retention: the run cannot have made it
+            break
+        commits.append((v, actions))
+        if (commit_time_ms(_info(actions)) or 0) < started_ms:
+            break
+    return commits[::-1]
+
+
+def _trigger(snapshot: Snapshot, since_version: int | None, started_ms: int | None = None) -> _Trigger:
+    """The run's commits (``plan.run_commits``): after ``since_version``, or since ``started_ms``, or the latest."""
+    commits = _window(snapshot, since_version, started_ms)
+    info = {v: _info(acts) for v, acts in commits}
+    run = run_commits(list(info.items()), latest=snapshot.version, since_version=since_version, started_ms=started_ms)
+    counted = set(run.versions)
+    data = [(v, acts) for v, acts in commits if v in counted and info[v].get("operation") not in REARRANGING_OPERATIONS]
+    return _Trigger(run.versions, info, data, run)
 
 
 @dataclass
@@ -100,6 +126,8 @@ class _Run:
     triggering: tuple[int, ...] = ()
     decision: AutoCompactDecision | None = None
     decision_ms: float | None = None
+    started_ms: int | None = None  #: the run's start (epoch ms): without since_version, the window's start
+    run: RunCommits | None = None
 
     def result(self, status: str, reason: str, **kw: Any) -> AutoCompactResult:
         now = (time.perf_counter() - self.t0) * 1000
@@ -115,6 +143,7 @@ class _Run:
             decision_ms=self.decision_ms if self.decision_ms is not None else now,
             duration_ms=now,
             config=self.config,
+            run=self.run,
             **kw,
         )
 
@@ -141,8 +170,8 @@ class _Run:
         is_on = enabled if enabled is not None else auto_compact_enabled(self.get_conf, snapshot.configuration)
         if not is_on:
             return self.result(DISABLED, _DISABLED_REASON)
-        trigger = _trigger(snapshot, self.since_version)
-        self.triggering = trigger.versions
+        trigger = _trigger(snapshot, self.since_version, self.started_ms)
+        self.triggering, self.run = trigger.versions, trigger.run
         skip = trigger_skip(self.since_version, [(v, trigger.info[v]) for v in trigger.versions], self.config)
         if skip is not None:
             return self.result(*skip)
@@ -196,6 +225,7 @@ def auto_compact(
     storage_options: Mapping[str, str] | None = None,
     decide_only: bool = False,
     options: OptimizeOptions | None = None,
+    run_started_at: Any = None,
 ) -> AutoCompactResult:
     """Run the auto-compaction hook for the write(s) after ``since_version`` (default: the latest commit).
 
@@ -204,7 +234,8 @@ def auto_compact(
             It is only started when a compaction actually runs.
         table: path or catalog name (a name needs a session to resolve), or a ``Table`` from
             ``ops.table.open_table`` (its snapshot is decided and planned from, not loaded again).
-        since_version: the table version before the write; the commits after it are the trigger.
+        since_version: the table version before the write; the commits after it are the trigger
+            (-1: there was no table, every commit is).
         enabled: force on/off (the dbt layer passes model settings); None follows delta-spark's confs.
         throw_on_error: raise instead of returning the error in the result; None reads
             ``spark.databricks.delta.postCommitHook.throwOnError`` (default false).
@@ -215,6 +246,9 @@ def auto_compact(
             a table given by path no Spark is started (the dbt hooks then compact through SQL).
         options: the OPTIMIZE settings of the compaction itself (time budget, commit_every, threads,
             validation ...); its sizes are auto compaction's (``min_file_size``/``max_file_size`` above).
+        run_started_at: when the writing run started (a datetime, ISO string or epoch ms; dbt's
+            ``run_started_at``): without ``since_version``, the commits stamped since then are the trigger
+            (``plan.run_commits``: another engine's commits among them are not counted).
     """
     overrides = {
         "max_file_size": max_file_size,
@@ -230,6 +264,7 @@ def auto_compact(
     config = AutoCompactConfig.resolve(get_conf, {k: v for k, v in overrides.items() if v is not None})
     source = source_of(table, storage_options)
     run = _Run(session, source, since_version, config, options or OptimizeOptions(), get_conf, t0)
+    run.started_ms = to_epoch_ms(run_started_at)
     try:
         return run.execute(enabled, decide_only=decide_only)
     except DeltaOptimizeError as exc:

@@ -96,9 +96,9 @@ def table_version(
 
     try:
         location = Target(check_table(table), storage_options).location(Session(spark))
-    except (NotADeltaTableError, TableNotFoundError):
+        return latest_version(location, storage=storage_of(location, storage_options))
+    except (NotADeltaTableError, TableNotFoundError):  # no table (or no log) there yet
         return -1
-    return latest_version(location, storage=storage_of(location, storage_options))
 
 
 def locate(

@@ -28,6 +28,7 @@ from ..options import AUTO_COMPACT_OPTIONS, PREFIX, ConfGetter, parse_bool, reso
 if TYPE_CHECKING:
     from ..delta.snapshot import Snapshot
     from .metrics import OptimizeMetrics
+    from .run_commits import RunCommits
 
 __all__ = [
     "AutoCompactConfig",
@@ -175,6 +176,7 @@ class AutoCompactResult:
     decision_ms: float = 0.0
     duration_ms: float = 0.0
     config: AutoCompactConfig = field(default_factory=AutoCompactConfig)
+    run: RunCommits | None = None  #: the write's commits the trigger came from, and why
 
     @property
     def ran(self) -> bool:
@@ -187,6 +189,7 @@ class AutoCompactResult:
             "reason": self.reason,
             "sinceVersion": self.since_version,
             "triggeringVersions": list(self.triggering_versions),
+            "runCommits": self.run.to_dict() if self.run is not None else None,
             "smallFileThreshold": self.config.small_file_threshold,
             "minNumFiles": self.config.min_num_files,
             "considered": [p.to_dict() for p in self.considered],
