@@ -70,14 +70,11 @@ class _Trigger:
 
 
 def _trigger(snapshot: Snapshot, since_version: int | None) -> _Trigger:
-    """The commits after ``since_version`` (default: the latest one), and those that are not our own."""
-    from ..delta.snapshot import read_commit
-
+    """The commits after ``since_version`` (default: the latest one), and those that are not our own: the
+    ones the snapshot's load read are not read again, the others are read concurrently."""
     latest = snapshot.version
     start = latest if since_version is None else since_version + 1
-    commits = [
-        (v, read_commit(snapshot.location, v, storage=snapshot.storage)) for v in range(max(start, 0), latest + 1)
-    ]
+    commits = snapshot.commits(range(max(start, 0), latest + 1))
     info: dict[int, Mapping[str, Any]] = {
         v: next((a["commitInfo"] for a in acts if "commitInfo" in a), {}) for v, acts in commits
     }
