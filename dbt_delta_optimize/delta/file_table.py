@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from .actions import ADD, AddFile, DeletionVector
 from .checkpoint_adds import LazyFields, add_type, checkpoint_adds, lean_type
-from .log import LogCache, LogListing, commit_path, in_order
+from .log import LogCache, LogListing, commit_path, in_order, read_threads
 from .storage import Storage
 
 __all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "RowSlice", "build_file_table", "match_live", "read_log_adds"]
@@ -78,7 +78,7 @@ def _replay(storage: Storage, root: str, versions: Sequence[int], cache: LogCach
     """The commits replayed in version order, read concurrently (``log.in_order``), kept in ``cache``."""
     replay = _CommitReplay()
     read = (lambda v: storage.read_bytes(commit_path(root, v))) if cache is None else cache.read
-    for v, data in zip(versions, in_order(read, versions)):
+    for v, data in zip(versions, in_order(read, versions, threads=read_threads(storage))):
         for line in data.splitlines():
             if b'"add"' in line or b'"remove"' in line:
                 replay.apply(v, line)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .actions import Metadata, Protocol
 from .checkpoint_v2 import all_null, checkpoint_files
-from .log import LogListing, commit_bytes, in_order, parse_commit
+from .log import LogListing, commit_bytes, in_order, parse_commit, read_threads
 from .storage import Storage
 
 __all__ = ["READABLE_FEATURES", "checkpoint_rows", "read_protocol_metadata"]
@@ -102,7 +102,8 @@ def read_protocol_metadata(
         return None  # a gap in the commits: deltalake's path names it
     protocol, meta = _checkpoint_actions(storage, root, listing.checkpoints[cp]) if cp is not None else (None, None)
     versions = [v for v in listing.commits if (cp is None or v > cp) and v <= version]
-    found = zip(versions, in_order(read, versions)) if read is not None else commit_bytes(storage, root, versions)
+    threads = read_threads(storage)
+    found = zip(versions, in_order(read, versions, threads=threads)) if read else commit_bytes(storage, root, versions)
     for v, data in found:
         for action in parse_commit(data, root, v):
             protocol = action.get("protocol", protocol)

@@ -21,7 +21,7 @@ from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
 from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata
 from .checkpoint_v2 import checkpoint_files, choose_checkpoint
 from .log_files import SmallLogFiles, small_log_files
-from .storage import Storage, join
+from .storage import LocalStorage, Storage, join
 
 __all__ = [
     "LOG_DIR",
@@ -41,6 +41,7 @@ __all__ = [
     "read_commit_bytes",
     "read_commits",
     "read_domains",
+    "read_threads",
 ]
 
 T = TypeVar("T")
@@ -129,7 +130,7 @@ class LogCache:
 
     def commit_bytes(self, versions: Sequence[int]) -> Iterator[tuple[int, bytes]]:
         """(version, bytes) in order, the ones not kept read concurrently (``in_order``)."""
-        return zip(versions, in_order(self.read, versions))
+        return zip(versions, in_order(self.read, versions, threads=read_threads(self.storage)))
 
 
 def commit_path(root: str, version: int) -> str:
@@ -208,7 +209,7 @@ def in_order(fn: Callable[[T], R], items: Sequence[T], *, threads: int = READ_TH
     """``fn`` of each item, yielded in the items' order, with up to ``threads`` calls in flight (a range of
     log files read concurrently, each still handled in version order). A failure is raised when its item's
     turn comes; the calls not started yet are dropped and the pool is joined on the way out."""
-    if len(items) < 2:
+    if len(items) < 2 or threads <= 1:
         yield from map(fn, items)
         return
     window = 2 * threads  # submitted ahead: results wait in order, a bounded few in memory
@@ -225,6 +226,12 @@ def in_order(fn: Callable[[T], R], items: Sequence[T], *, threads: int = READ_TH
         finally:
             for future in pending:
                 future.cancel()
+
+
+def read_threads(storage: Storage) -> int:
+    """Reads in flight for ``in_order`` on ``storage``: one locally (a local read costs no round trip, and a
+    thread per read would cost more than it saves), ``READ_THREADS`` on an object store."""
+    return 1 if isinstance(storage, LocalStorage) else READ_THREADS
 
 
 def read_commit_bytes(storage: Storage, root: str, version: int) -> bytes:
@@ -244,7 +251,9 @@ def read_commit(storage: Storage, root: str, version: int) -> list[dict[str, Any
 
 def commit_bytes(storage: Storage, root: str, versions: Sequence[int]) -> Iterator[tuple[int, bytes]]:
     """(version, bytes) of some commits in their order, read concurrently (``in_order``)."""
-    return zip(versions, in_order(lambda v: read_commit_bytes(storage, root, v), versions))
+    return zip(
+        versions, in_order(lambda v: read_commit_bytes(storage, root, v), versions, threads=read_threads(storage))
+    )
 
 
 def read_commits(storage: Storage, root: str, start: int, end: int) -> list[tuple[int, list[dict[str, Any]]]]:
@@ -303,7 +312,8 @@ def raw_adds(storage: Storage, root: str, version: int, listing: LogListing) -> 
     start = cp + 1 if cp is not None else 0
     present = set(listing.commits)
     versions = [v for v in range(start, version + 1) if v in present]
-    for v, data in zip(versions, in_order(lambda v: storage.read_bytes(commit_path(root, v)), versions)):
+    read = lambda v: storage.read_bytes(commit_path(root, v))  # noqa: E731
+    for v, data in zip(versions, in_order(read, versions, threads=read_threads(storage))):
         for line in data.splitlines():
             if b'"add"' not in line:
                 continue
@@ -346,7 +356,8 @@ def read_domains(
             found[dm.domain] = dm
     present = set(listing.commits)
     versions = [v for v in range((cp + 1) if cp is not None else 0, version + 1) if v in present]
-    for data in in_order(read if read is not None else (lambda v: storage.read_bytes(commit_path(root, v))), versions):
+    reader = read if read is not None else (lambda v: storage.read_bytes(commit_path(root, v)))
+    for data in in_order(reader, versions, threads=read_threads(storage)):
         for line in data.splitlines():
             if b'"domainMetadata"' not in line:
                 continue

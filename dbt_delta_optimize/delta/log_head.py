@@ -17,7 +17,7 @@ from typing import Any
 
 from .actions import Metadata, Protocol
 from .checkpoint_v2 import checkpoint_files
-from .log import LogListing, commit_path, in_order
+from .log import LogListing, commit_path, in_order, read_threads
 from .storage import Storage
 
 __all__ = ["read_head"]
@@ -82,7 +82,7 @@ def read_head(
     found: dict[str, Any] = {}
     reader = read if read is not None else (lambda v: storage.read_bytes(commit_path(root, v)))
     # Newest first, read concurrently (``in_order``: a bounded window ahead, the rest dropped once both are found).
-    for data in in_order(reader, range(version, first - 1, -1)):
+    for data in in_order(reader, range(version, first - 1, -1), threads=read_threads(storage)):
         _from_commit(data, found)
         if len(found) == len(_KEYS):
             break

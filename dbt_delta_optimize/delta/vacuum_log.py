@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from .checkpoint_v2 import checkpoint_files
 from .in_commit_timestamps import in_commit_timestamp
-from .log import LOG_DIR, LogListing, commit_path, in_order, log_listing, parse_commit, read_commit
+from .log import LOG_DIR, LogListing, commit_path, in_order, log_listing, parse_commit, read_commit, read_threads
 from .log_files import SmallLogFiles, small_log_files
 from .storage import Storage, join
 
@@ -196,7 +196,7 @@ def _replay(
                 on_checkpoint_add(a)
     present = set(listing.commits)
     versions = [v for v in range(cp + 1 if cp is not None else 0, version + 1) if v in present]
-    for actions in in_order(reads.actions, versions):  # read concurrently, replayed in order
+    for actions in in_order(reads.actions, versions, threads=read_threads(storage)):  # replayed in order
         dead.extend(_log_file(a["remove"], deletion=True) for a in actions if "remove" in a)
         on_commit(actions)
     return dead
@@ -243,7 +243,7 @@ def range_files(reads: LogReads, start: int, end: int) -> list[LogFile]:
             return read_commit(reads.storage, reads.root, v)  # raises the typed error naming the version
 
     out: list[LogFile] = []
-    for found in in_order(actions, range(start, end + 1)):  # read concurrently, in order
+    for found in in_order(actions, range(start, end + 1), threads=read_threads(reads.storage)):  # in order
         for action in found:
             if "remove" in action:
                 out.append(_log_file(action["remove"], deletion=True))

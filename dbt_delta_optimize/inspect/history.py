@@ -146,7 +146,7 @@ def _vacuum(operation: Any, params: Mapping[str, Any], metrics: Mapping[str, Any
 def _entries(root: str, storage: Storage, start: int, limit: int, *, threads: int = 16) -> Iterator[dict[str, Any]]:
     """Normalised commits from ``start`` downwards, at most ``limit``, stopping where the log was cleaned up.
     Read concurrently, ``threads`` at a time (each a round trip on a store), with no probe before each read."""
-    from ..delta.log import commit_path, in_order, parse_commit
+    from ..delta.log import commit_path, in_order, parse_commit, read_threads
 
     def read(v: int) -> bytes | None:
         try:
@@ -155,7 +155,7 @@ def _entries(root: str, storage: Storage, start: int, limit: int, *, threads: in
             return None
 
     versions = range(start, max(start - limit, -1), -1)
-    for v, data in zip(versions, in_order(read, versions, threads=threads)):
+    for v, data in zip(versions, in_order(read, versions, threads=min(threads, read_threads(storage)))):
         if data is None:
             return  # older entries were cleaned up (only checkpoints remain)
         yield normalize_commit(v, parse_commit(data, root, v))
