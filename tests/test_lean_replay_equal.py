@@ -118,10 +118,11 @@ def lean_everywhere(monkeypatch):
     """Threshold 0: every load tries our replay; each snapshot it gives is checked against deltalake's."""
     lean = snapshot_module._lean_snapshot
 
-    def checked(root, storage, version):
-        ours = lean(root, storage, version)
+    def checked(cache, version):
+        ours = lean(cache, version)
         if ours is None:
             return None
+        root, storage = cache.root, cache.storage
         monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", 2**62)
         try:
             theirs = snapshot_module.load_snapshot(root, ours.version, storage=storage)

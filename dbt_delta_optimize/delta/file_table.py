@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from .actions import ADD, AddFile, DeletionVector
 from .checkpoint_adds import LazyFields, add_type, checkpoint_adds, lean_type
-from .log import LogListing, commit_path
+from .log import LogCache, LogListing, commit_path, in_order, read_threads
 from .storage import Storage
 
 __all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "RowSlice", "build_file_table", "match_live", "read_log_adds"]
@@ -74,10 +74,12 @@ def _dv_id(dv: Any) -> str | None:
     return base if dv.get("offset") is None else f"{base}@{dv['offset']}"
 
 
-def _replay(storage: Storage, root: str, versions: Sequence[int]) -> _CommitReplay:
+def _replay(storage: Storage, root: str, versions: Sequence[int], cache: LogCache | None = None) -> _CommitReplay:
+    """The commits replayed in version order, read concurrently (``log.in_order``), kept in ``cache``."""
     replay = _CommitReplay()
-    for v in versions:
-        for line in storage.read_bytes(commit_path(root, v)).splitlines():
+    read = (lambda v: storage.read_bytes(commit_path(root, v))) if cache is None else cache.read
+    for v, data in zip(versions, in_order(read, versions, threads=read_threads(storage))):
+        for line in data.splitlines():
             if b'"add"' in line or b'"remove"' in line:
                 replay.apply(v, line)
     return replay
@@ -466,11 +468,18 @@ class LogAdds:
 
 
 def read_log_adds(
-    storage: Storage, root: str, version: int, listing: LogListing, before: Callable[[int], None] | None = None
+    storage: Storage,
+    root: str,
+    version: int,
+    listing: LogListing,
+    before: Callable[[int], None] | None = None,
+    *,
+    cache: LogCache | None = None,
 ) -> LogAdds:
     """Read the adds a snapshot at ``version`` is made of (the part that does not need deltalake's answer).
 
-    ``before`` is called with the rows of each checkpoint part before its adds are read (it may wait).
+    ``before`` is called with the rows of each checkpoint part before its adds are read (it may wait);
+    ``cache`` keeps the commits' bytes for the run's later readers (and gives those already read).
     """
     import pyarrow as pa
 
@@ -480,7 +489,7 @@ def read_log_adds(
     import numpy as np
 
     part_versions = [pa.array(np.full(len(p), cp, np.int64)) for p in parts]  # pa.repeat would import pandas
-    replay = _replay(storage, root, [v for v in listing.commits if (cp is None or v > cp) and v <= version])
+    replay = _replay(storage, root, [v for v in listing.commits if (cp is None or v > cp) and v <= version], cache)
     commit_adds, added_in = replay.arrays()
     if replay.rows:
         lean = lean_type()

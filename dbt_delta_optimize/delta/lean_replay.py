@@ -10,12 +10,12 @@ caller takes deltalake's path, which reports the problem as a typed error.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .actions import Metadata, Protocol
 from .checkpoint_v2 import all_null, checkpoint_files
-from .log import LogListing, read_commit
+from .log import LogListing, commit_bytes, in_order, parse_commit, read_threads
 from .storage import Storage
 
 __all__ = ["READABLE_FEATURES", "checkpoint_rows", "read_protocol_metadata"]
@@ -91,7 +91,7 @@ def _readable(protocol: Mapping[str, Any]) -> bool:
 
 
 def read_protocol_metadata(
-    storage: Storage, root: str, version: int, listing: LogListing
+    storage: Storage, root: str, version: int, listing: LogListing, *, read: Callable[[int], bytes] | None = None
 ) -> tuple[Protocol, Metadata] | None:
     """The table's protocol and metadata at ``version``: the checkpoint's, then the commits' after it.
 
@@ -101,10 +101,11 @@ def read_protocol_metadata(
     if [v for v in listing.commits if first <= v <= version] != list(range(first, version + 1)):
         return None  # a gap in the commits: deltalake's path names it
     protocol, meta = _checkpoint_actions(storage, root, listing.checkpoints[cp]) if cp is not None else (None, None)
-    for v in listing.commits:
-        if (cp is not None and v <= cp) or v > version:
-            continue
-        for action in read_commit(storage, root, v):
+    versions = [v for v in listing.commits if (cp is None or v > cp) and v <= version]
+    threads = read_threads(storage)
+    found = zip(versions, in_order(read, versions, threads=threads)) if read else commit_bytes(storage, root, versions)
+    for v, data in found:
+        for action in parse_commit(data, root, v):
             protocol = action.get("protocol", protocol)
             meta = action.get("metaData", meta)
     if not isinstance(protocol, dict) or not isinstance(meta, dict) or not _readable(protocol):

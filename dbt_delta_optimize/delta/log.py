@@ -9,30 +9,47 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
 from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
 from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata
 from .checkpoint_v2 import checkpoint_files, choose_checkpoint
-from .storage import Storage, join
+from .log_files import SmallLogFiles, small_log_files
+from .storage import LocalStorage, Storage, join
 
 __all__ = [
     "LOG_DIR",
+    "READ_THREADS",
+    "LogCache",
     "LogListing",
+    "commit_bytes",
     "commit_path",
     "diagnose",
+    "in_order",
     "latest_version",
     "list_log",
     "log_listing",
     "parse_commit",
     "raw_adds",
     "read_commit",
+    "read_commit_bytes",
     "read_commits",
     "read_domains",
+    "read_threads",
 ]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Log reads in flight at once: on an object store each is a round trip, so a range of commits read one
+#: after another costs one round trip per commit; 16 at a time cover a 20-50 ms round trip.
+READ_THREADS = 16
 
 LOG_DIR = "_delta_log"
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
@@ -53,6 +70,67 @@ class LogListing:
 
     def checkpoint_at_or_before(self, version: int) -> int | None:
         return max((v for v in self.checkpoints if v <= version), default=None)
+
+
+@dataclass
+class LogCache:
+    """What one load of a snapshot read of the log, for the later readers of the same run: the listing, and
+    the commits' bytes (a commit never changes once written; on an object store every read is a round trip),
+    kept up to ``budget`` bytes in all."""
+
+    storage: Storage
+    root: str
+    listing: LogListing
+    #: ``storage`` for the log's checkpoint files: on a store the small ones are read whole, once (``log_files``)
+    files: Storage
+    budget: int = 64 << 20
+    commits: dict[int, bytes] = field(default_factory=dict, repr=False)
+    _reading: dict[int, Future[bytes]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def listed(cls, storage: Storage, root: str) -> LogCache:
+        """The log listed once: on a store with each file's size, so a small checkpoint is read in one request."""
+        files = small_log_files(storage)
+        if not isinstance(files, SmallLogFiles):
+            return cls(storage, root, list_log(storage, root), files)
+        log_dir = join(root, LOG_DIR)
+        found, folders = storage.list_top(log_dir, lambda name: False)
+        listing = log_listing([*(f.path for f in found if not f.is_dir), *folders], root)
+        files.sizes.update({join(log_dir, f.path): f.size for f in found if not f.is_dir})
+        return cls(storage, root, listing, files)
+
+    def read(self, version: int) -> bytes:
+        """One commit's bytes: kept, or read (a missing one is a TableNotFoundError naming it) and kept. A read
+        already in flight on another thread is waited for, not made twice."""
+        data = self.commits.get(version)
+        if data is not None:
+            return data
+        with self._lock:
+            running = self._reading.get(version)
+            if running is None:
+                mine: Future[bytes] = Future()
+                self._reading[version] = mine
+        if running is not None:
+            return running.result()
+        try:
+            data = read_commit_bytes(self.storage, self.root, version)
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        else:
+            if len(data) <= self.budget:
+                self.commits[version] = data
+                self.budget -= len(data)
+            mine.set_result(data)
+            return data
+        finally:
+            with self._lock:
+                self._reading.pop(version, None)
+
+    def commit_bytes(self, versions: Sequence[int]) -> Iterator[tuple[int, bytes]]:
+        """(version, bytes) in order, the ones not kept read concurrently (``in_order``)."""
+        return zip(versions, in_order(self.read, versions, threads=read_threads(self.storage)))
 
 
 def commit_path(root: str, version: int) -> str:
@@ -127,20 +205,60 @@ def _parse_each(data: bytes, root: str, version: int) -> list[dict[str, Any]]:
     return actions
 
 
-def read_commit(storage: Storage, root: str, version: int) -> list[dict[str, Any]]:
-    """The raw actions of one committed version, in file order."""
+def in_order(fn: Callable[[T], R], items: Sequence[T], *, threads: int = READ_THREADS) -> Iterator[R]:
+    """``fn`` of each item, yielded in the items' order, with up to ``threads`` calls in flight (a range of
+    log files read concurrently, each still handled in version order). A failure is raised when its item's
+    turn comes; the calls not started yet are dropped and the pool is joined on the way out."""
+    if len(items) < 2 or threads <= 1:
+        yield from map(fn, items)
+        return
+    window = 2 * threads  # submitted ahead: results wait in order, a bounded few in memory
+    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="ddo-log-read") as pool:
+        pending: deque[Future[R]] = deque(pool.submit(fn, item) for item in items[:window])
+        at = len(pending)
+        try:
+            while pending:
+                result = pending.popleft().result()
+                if at < len(items):
+                    pending.append(pool.submit(fn, items[at]))
+                    at += 1
+                yield result
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def read_threads(storage: Storage) -> int:
+    """Reads in flight for ``in_order`` on ``storage``: one locally (a local read costs no round trip, and a
+    thread per read would cost more than it saves), ``READ_THREADS`` on an object store."""
+    return 1 if isinstance(storage, LocalStorage) else READ_THREADS
+
+
+def read_commit_bytes(storage: Storage, root: str, version: int) -> bytes:
+    """One commit file's bytes; a missing one is a TableNotFoundError naming the version."""
     try:
-        data = storage.read_bytes(commit_path(root, version))
+        return storage.read_bytes(commit_path(root, version))
     except FileNotFoundError as exc:
         raise TableNotFoundError(
             f"Version {version} of '{root}' is not in the log (it may have been cleaned up by log retention)."
         ) from exc
-    return parse_commit(data, root, version)
+
+
+def read_commit(storage: Storage, root: str, version: int) -> list[dict[str, Any]]:
+    """The raw actions of one committed version, in file order."""
+    return parse_commit(read_commit_bytes(storage, root, version), root, version)
+
+
+def commit_bytes(storage: Storage, root: str, versions: Sequence[int]) -> Iterator[tuple[int, bytes]]:
+    """(version, bytes) of some commits in their order, read concurrently (``in_order``)."""
+    return zip(
+        versions, in_order(lambda v: read_commit_bytes(storage, root, v), versions, threads=read_threads(storage))
+    )
 
 
 def read_commits(storage: Storage, root: str, start: int, end: int) -> list[tuple[int, list[dict[str, Any]]]]:
-    """Raw actions of versions start..end inclusive."""
-    return [(v, read_commit(storage, root, v)) for v in range(start, end + 1)]
+    """Raw actions of versions start..end inclusive (read concurrently, parsed in order)."""
+    return [(v, parse_commit(data, root, v)) for v, data in commit_bytes(storage, root, range(start, end + 1))]
 
 
 def _map_to_dict(value: Any) -> dict[str, Any]:
@@ -193,10 +311,9 @@ def raw_adds(storage: Storage, root: str, version: int, listing: LogListing) -> 
     adds = _checkpoint_adds(storage, root, listing.checkpoints[cp]) if cp is not None else {}
     start = cp + 1 if cp is not None else 0
     present = set(listing.commits)
-    for v in range(start, version + 1):
-        if v not in present:
-            continue
-        data = storage.read_bytes(commit_path(root, v))
+    versions = [v for v in range(start, version + 1) if v in present]
+    read = lambda v: storage.read_bytes(commit_path(root, v))  # noqa: E731
+    for v, data in zip(versions, in_order(read, versions, threads=read_threads(storage))):
         for line in data.splitlines():
             if b'"add"' not in line:
                 continue
@@ -226,8 +343,11 @@ def _checkpoint_domains(storage: Storage, root: str, names: Iterable[str]) -> li
     return rows
 
 
-def read_domains(storage: Storage, root: str, version: int, listing: LogListing) -> dict[str, DomainMetadata]:
-    """Live domain metadata at ``version``: the newest action per domain, tombstones dropped."""
+def read_domains(
+    storage: Storage, root: str, version: int, listing: LogListing, *, read: Callable[[int], bytes] | None = None
+) -> dict[str, DomainMetadata]:
+    """Live domain metadata at ``version``: the newest action per domain, tombstones dropped (``read``: a
+    commit's bytes, from a ``LogCache``)."""
     cp = listing.checkpoint_at_or_before(version)
     found: dict[str, DomainMetadata] = {}
     if cp is not None:
@@ -235,10 +355,10 @@ def read_domains(storage: Storage, root: str, version: int, listing: LogListing)
             dm = DomainMetadata.from_json(row)
             found[dm.domain] = dm
     present = set(listing.commits)
-    for v in range((cp + 1) if cp is not None else 0, version + 1):
-        if v not in present:
-            continue
-        for line in storage.read_bytes(commit_path(root, v)).splitlines():
+    versions = [v for v in range((cp + 1) if cp is not None else 0, version + 1) if v in present]
+    reader = read if read is not None else (lambda v: storage.read_bytes(commit_path(root, v)))
+    for data in in_order(reader, versions, threads=read_threads(storage)):
+        for line in data.splitlines():
             if b'"domainMetadata"' not in line:
                 continue
             action = json.loads(line)

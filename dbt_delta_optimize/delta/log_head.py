@@ -3,7 +3,7 @@
 VACUUM replays the add and remove actions itself (``delta/vacuum_log.py``); loading deltalake's table
 only for its protocol and metadata would replay every action a second time (a third of a 10,000-file
 VACUUM, and the ``deltalake`` import). This reads the commits after the newest checkpoint from the
-newest down, parsing only the lines that hold a ``protocol`` or ``metaData`` action, and the
+newest down (concurrently, in a bounded window), parsing only the lines that hold a ``protocol`` or ``metaData`` action, and the
 checkpoint's two columns when a commit did not change them. ``None`` whenever the log is not plain
 (a gap in the versions, no such action found): the caller then loads the table through deltalake,
 whose errors name what is wrong.
@@ -17,7 +17,7 @@ from typing import Any
 
 from .actions import Metadata, Protocol
 from .checkpoint_v2 import checkpoint_files
-from .log import LogListing, commit_path
+from .log import LogListing, commit_path, in_order, read_threads
 from .storage import Storage
 
 __all__ = ["read_head"]
@@ -80,8 +80,10 @@ def read_head(
     if need and listing.commits[-len(need) :] != need:
         return None  # a gap in the commits: deltalake's load says which version is missing
     found: dict[str, Any] = {}
-    for v in range(version, first - 1, -1):
-        _from_commit(read(v) if read is not None else storage.read_bytes(commit_path(root, v)), found)
+    reader = read if read is not None else (lambda v: storage.read_bytes(commit_path(root, v)))
+    # Newest first, read concurrently (``in_order``: a bounded window ahead, the rest dropped once both are found).
+    for data in in_order(reader, range(version, first - 1, -1), threads=read_threads(storage)):
+        _from_commit(data, found)
         if len(found) == len(_KEYS):
             break
     if len(found) < len(_KEYS) and cp is not None:

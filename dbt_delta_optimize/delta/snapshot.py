@@ -55,6 +55,9 @@ class Snapshot:
     file_table: FileTable = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
     #: deltalake's table this snapshot was read with (None when made by hand): ``delta_table_at`` moves it on
     delta_table: Any = field(default=None, compare=False, repr=False)
+    #: the listing and commits the load read (None when made by hand): the run's later readers of this
+    #: version's log (domains, the auto-compaction trigger) take them from here instead of the store
+    log_cache: _log.LogCache | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.file_table is None:
@@ -95,7 +98,21 @@ class Snapshot:
         features = set(self.protocol.writer_features or ())
         if "domainMetadata" not in features:
             return {}
-        return _log.read_domains(self.storage, self.location, self.version, _log.list_log(self.storage, self.location))
+        cache = self.cached_log()
+        return _log.read_domains(cache.files, self.location, self.version, cache.listing, read=cache.read)
+
+    def cached_log(self) -> _log.LogCache:
+        """The log as this snapshot's load read it (listed again only for a snapshot made by hand)."""
+        cache = self.log_cache
+        if cache is None or cache.listing.latest < self.version:
+            cache = _log.LogCache.listed(self.storage, self.location)
+            object.__setattr__(self, "log_cache", cache)
+        return cache
+
+    def commits(self, versions: Sequence[int]) -> list[tuple[int, list[dict[str, Any]]]]:
+        """The actions of some of this snapshot's commits, in order: those the load read are not read again,
+        the others are read concurrently."""
+        return [(v, _log.parse_commit(data, self.location, v)) for v, data in self.cached_log().commit_bytes(versions)]
 
     @cached_property
     def physical_data_fields(self) -> list[dict[str, Any]]:
@@ -308,13 +325,19 @@ def _live_paths(dt: Any) -> Any:
 
 
 def _live_files(
-    live: Any, root: str, storage: Storage, version: int, prefetched: LogAdds | None, delta_table: Callable[[], Any]
+    live: Any,
+    cache: _log.LogCache,
+    version: int,
+    prefetched: LogAdds | None,
+    delta_table: Callable[[], Any],
 ) -> FileTable:
+    root, storage = cache.root, cache.files
     if not len(live):
         return FileTable.from_files(())
     log = prefetched
-    if log is None or log.version != version:
-        log = read_log_adds(storage, root, version, _log.list_log(storage, root))
+    if log is None or log.version != version:  # deltalake saw a newer version than our listing: list again
+        listing = _log.list_log(storage, root)
+        log = read_log_adds(storage, root, version, listing, cache=cache if listing == cache.listing else None)
     table, missing = match_live(storage, root, log, live)
     if missing:
         return _objects(delta_table(), root, storage, version)
@@ -322,7 +345,7 @@ def _live_files(
     return table
 
 
-def _read_adds(storage: Storage, root: str, version: int | None, released: threading.Event) -> LogAdds | None:
+def _read_adds(cache: _log.LogCache, version: int | None, released: threading.Event) -> LogAdds | None:
     """The log's adds, read beside deltalake's replay; any failure is left to the main path, which reports it.
 
     A checkpoint of ``RELEASE_DELTA_TABLE_FILES`` rows or more is read only once deltalake's table was let
@@ -334,52 +357,83 @@ def _read_adds(storage: Storage, root: str, version: int | None, released: threa
             released.wait()
 
     try:
-        listing = _log.list_log(storage, root)
-        return read_log_adds(storage, root, listing.latest if version is None else version, listing, before)
+        listing = cache.listing
+        v = listing.latest if version is None else version
+        return read_log_adds(cache.files, cache.root, v, listing, before, cache=cache)
     except Exception:
         return None
 
 
 #: From this many checkpoint rows on, our own replay decides the live files (``delta/lean_replay.py``).
 LEAN_REPLAY_ROWS = RELEASE_DELTA_TABLE_FILES
+#: On an object store our own replay decides at any size: deltalake's load lists the log and reads every
+#: commit after the checkpoint twice (each a round trip), beside our own read of the same files; ours reads
+#: each log file once, concurrently. (Equal to deltalake's answer: tests/test_lean_replay_equal.py.)
+LEAN_ON_STORES = True
 
 
-def _lean_snapshot(root: str, storage: Storage, version: int | None) -> Snapshot | None:
-    """A large table's snapshot without deltalake: protocol, metadata and live files from our own projected
-    replay (deltalake's load of every add with its stats was the peak of planning). None for a small table,
-    or when anything is unexpected: deltalake's path then reads it (and reports its problems)."""
+def _lean_wanted(cache: _log.LogCache, version: int | None) -> bool:
+    if LEAN_ON_STORES and not isinstance(cache.storage, LocalStorage):
+        return True
+    return checkpoint_rows(cache.files, cache.root, version, cache.listing) >= LEAN_REPLAY_ROWS
+
+
+def _lean_snapshot(cache: _log.LogCache, version: int | None) -> Snapshot | None:
+    """A large table's (or any table's on an object store) snapshot without deltalake: protocol, metadata and
+    live files from our own projected replay (deltalake's load of every add with its stats was the peak of
+    planning). None for a small local table, or when anything is unexpected: deltalake's path then reads it
+    (and reports its problems)."""
+    root, storage, listing = cache.root, cache.files, cache.listing
     try:
-        listing = _log.list_log(storage, root)
-        if checkpoint_rows(storage, root, version, listing) < LEAN_REPLAY_ROWS:
+        if not _lean_wanted(cache, version):
             return None
         v = listing.latest if version is None else version
         if v not in listing.commits and v not in listing.checkpoints:
             return None
-        found = read_protocol_metadata(storage, root, v, listing)
+        cp = listing.checkpoint_at_or_before(v)
+        after = [c for c in listing.commits if (cp is None or c > cp) and c <= v]
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log") as pool:  # exit joins the thread
+            ahead = pool.submit(lambda: list(cache.commit_bytes(after)))  # the commits while the checkpoint is read
+            found = read_protocol_metadata(storage, root, v, listing, read=cache.read)
+            ahead.exception()  # a failed read fails again, with its error, where it is needed
         if found is None:
             return None
-        table, _ = match_live(storage, root, read_log_adds(storage, root, v, listing), None)
+        table, _ = match_live(storage, root, read_log_adds(storage, root, v, listing, cache=cache), None)
     except Exception:
         return None
     _check_paths(table, root)
     protocol, metadata = found
-    return Snapshot(root, v, protocol, metadata, FileView(table), storage, table)
+    return Snapshot(root, v, protocol, metadata, FileView(table), cache.storage, table, log_cache=cache)
+
+
+def _listed(location: str, storage: Storage | None) -> _log.LogCache:
+    """The table's root, storage and log listing: one listing (a probe first would be one more round trip
+    on a store); only when it finds no log is the path looked at, to say what it is instead."""
+    root = table_uri(location)
+    storage = storage if storage is not None else storage_for(root)
+    try:
+        return _log.LogCache.listed(storage, root)
+    except (DeltaOptimizeError, FileNotFoundError):
+        open_table(location, storage)  # a missing path, or a folder without a log, named as such
+        raise
 
 
 def load_snapshot(location: str, version: int | None = None, *, storage: Storage | None = None) -> Snapshot:
     """Load a table snapshot (latest by default) through deltalake, every path checked.
 
-    The log's adds are read in a thread while deltalake loads the snapshot (both mostly outside the
-    GIL). That thread is joined before this returns or raises: a read left running would still be
-    using Arrow's threads when the interpreter exits, which aborts the process (apache/arrow#34314).
+    The log is listed once; its adds are read in a thread while deltalake loads the snapshot (both mostly
+    outside the GIL), and the commits read are kept on the snapshot (``Snapshot.log_cache``). That thread is
+    joined before this returns or raises: a read left running would still be using Arrow's threads when the
+    interpreter exits, which aborts the process (apache/arrow#34314).
     """
-    root, storage = open_table(location, storage)
-    lean = _lean_snapshot(root, storage, version)
+    cache = _listed(location, storage)
+    root, storage = cache.root, cache.storage
+    lean = _lean_snapshot(cache, version)
     if lean is not None:
         return lean
     released = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log") as pool:  # exit joins the thread
-        prefetched = pool.submit(_read_adds, storage, root, version, released)
+        prefetched = pool.submit(_read_adds, cache, version, released)
         try:
             dt = _delta_table(root, storage, version)
         except BaseException:
@@ -397,8 +451,7 @@ def load_snapshot(location: str, version: int | None = None, *, storage: Storage
             released.set()
             table = _live_files(
                 live,
-                root,
-                storage,
+                cache,
                 v,
                 prefetched.result(),
                 lambda: dt if dt is not None else _delta_table(root, storage, v),
@@ -409,7 +462,7 @@ def load_snapshot(location: str, version: int | None = None, *, storage: Storage
             raise _translate(exc, root, storage, version) from exc
         finally:
             released.set()
-    return Snapshot(root, v, protocol, metadata, FileView(table), storage, table, delta_table=dt)
+    return Snapshot(root, v, protocol, metadata, FileView(table), storage, table, delta_table=dt, log_cache=cache)
 
 
 def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, int]:

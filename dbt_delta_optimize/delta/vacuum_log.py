@@ -16,7 +16,8 @@ from urllib.parse import unquote
 
 from .checkpoint_v2 import checkpoint_files
 from .in_commit_timestamps import in_commit_timestamp
-from .log import LOG_DIR, LogListing, commit_path, log_listing, parse_commit, read_commit
+from .log import LOG_DIR, LogListing, commit_path, in_order, log_listing, parse_commit, read_commit, read_threads
+from .log_files import SmallLogFiles, small_log_files
 from .storage import Storage, join
 
 __all__ = [
@@ -126,14 +127,21 @@ class LogReads:
     _actions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     _tombstones: dict[int, list[LogFile]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # On a store the listing's sizes let a small checkpoint be read in one request, once (``log_files``).
+        self.storage = small_log_files(self.storage)
+
     def listing(self) -> LogListing:
         """The log's commits and checkpoints, from one listing that also gives each commit's modification
         time (``commit_ict``, VACUUM's retention cut: no second listing, a full scan of the bucket on some servers)."""
         if self._listing is None:
             files, folders = self.storage.list_top(join(self.root, LOG_DIR), lambda name: False)
+            log_dir = join(self.root, LOG_DIR)
             for f in files:
                 if (m := _COMMIT_RE.match(f.path)) is not None:
                     self._mtimes[int(m.group(1))] = f.mtime_ms
+                if isinstance(self.storage, SmallLogFiles) and not f.is_dir:
+                    self.storage.sizes[join(log_dir, f.path)] = f.size
             self._listing = log_listing([*(f.path for f in files if not f.is_dir), *folders], self.root)
         return self._listing
 
@@ -188,11 +196,10 @@ def _replay(
             for a in _checkpoint_actions(storage, root, names, "add"):
                 on_checkpoint_add(a)
     present = set(listing.commits)
-    for v in range(cp + 1 if cp is not None else 0, version + 1):
-        if v in present:
-            actions = reads.actions(v)
-            dead.extend(_log_file(a["remove"], deletion=True) for a in actions if "remove" in a)
-            on_commit(actions)
+    versions = [v for v in range(cp + 1 if cp is not None else 0, version + 1) if v in present]
+    for actions in in_order(reads.actions, versions, threads=read_threads(storage)):  # replayed in order
+        dead.extend(_log_file(a["remove"], deletion=True) for a in actions if "remove" in a)
+        on_commit(actions)
     return dead
 
 
@@ -233,13 +240,16 @@ def read_tombstones(reads: LogReads, version: int) -> list[LogFile]:
 
 def range_files(reads: LogReads, start: int, end: int) -> list[LogFile]:
     """Lite mode's input: the removes (with their deletion time) and change data files of commits start..end."""
-    out: list[LogFile] = []
-    for v in range(start, end + 1):
+
+    def actions(v: int) -> list[dict[str, Any]]:
         try:
-            actions = reads.actions(v)
+            return reads.actions(v)
         except FileNotFoundError:
-            actions = read_commit(reads.storage, reads.root, v)  # raises the typed error naming the version
-        for action in actions:
+            return read_commit(reads.storage, reads.root, v)  # raises the typed error naming the version
+
+    out: list[LogFile] = []
+    for found in in_order(actions, range(start, end + 1), threads=read_threads(reads.storage)):  # in order
+        for action in found:
             if "remove" in action:
                 out.append(_log_file(action["remove"], deletion=True))
             elif "cdc" in action:

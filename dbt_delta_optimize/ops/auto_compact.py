@@ -76,28 +76,30 @@ def _info(actions: list[dict[str, Any]]) -> Mapping[str, Any]:
     return info
 
 
+#: Commits read at once while looking back for the first one stamped before the run started.
+_BACK_STEP = 16
+
+
 def _window(snapshot: Snapshot, since_version: int | None, started_ms: int | None) -> list[tuple[int, Any]]:
     """The commits the run may have made: after ``since_version``; else back from the latest to the first one
-    stamped before ``started_ms`` (or the oldest the log still has); else the latest alone."""
-    from ..delta.snapshot import read_commit
-    from ..errors import TableNotFoundError
+    stamped before ``started_ms`` (or the oldest the log still has); else the latest alone. Commits the
+    snapshot's load read are not read again; the others are read concurrently, ``_BACK_STEP`` at a time."""
     from ..plan.run_commits import commit_time_ms
 
     latest = snapshot.version
     if since_version is not None:
         start = since_version + 1 if since_version <= latest else 0  # past the end: the table was made anew
-        return [(v, read_commit(snapshot.location, v, storage=snapshot.storage)) for v in range(start, latest + 1)]
+        return snapshot.commits(range(start, latest + 1))
     if started_ms is None:
-        return [(latest, read_commit(snapshot.location, latest, storage=snapshot.storage))]
-    commits = []
-    for v in range(latest, -1, -1):
-        try:
-            actions = read_commit(snapshot.location, v, storage=snapshot.storage)
-        except TableNotFoundError:  # cleaned up by log retention: the run cannot have made it
-            break
-        commits.append((v, actions))
-        if (commit_time_ms(_info(actions)) or 0) < started_ms:
-            break
+        return snapshot.commits([latest])
+    listed = [v for v in snapshot.cached_log().listing.commits if v <= latest]  # cleaned-up ones are not listed
+    commits: list[tuple[int, Any]] = []
+    while listed:
+        step, listed = listed[-_BACK_STEP:], listed[:-_BACK_STEP]
+        for v, actions in reversed(snapshot.commits(step)):
+            commits.append((v, actions))
+            if (commit_time_ms(_info(actions)) or 0) < started_ms:
+                return commits[::-1]
     return commits[::-1]
 
 
