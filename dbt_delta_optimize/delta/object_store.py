@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 from ..errors import InvalidArgumentError, StorageAccessError
 from .file_info import FileInfo, Listed
 from .parallel import merged
+from .requests import RequestCounter
 
 if TYPE_CHECKING:
     from .s3_copy import S3CopyOutput
@@ -166,11 +167,32 @@ def task_options(base: str, options: Mapping[str, str]) -> dict[str, str]:
     return merged
 
 
+#: obstore's functions -> the request each makes (``put`` is counted by size, ``list`` by pages, ``delete`` by
+#: its argument, ``open_writer`` when it closes; ``open_reader`` asks for the size first)
+_KIND_OF = {"get": "GET", "head": "HEAD", "list_with_delimiter": "LIST", "open_reader": "HEAD"}
+#: obstore.put uploads a file in parts of this size (multipart above one part)
+_PUT_CHUNK = 5 << 20
+
+
+class _Pages:
+    """Counts a streamed listing's requests when it ends: one per page of ``page`` entries, at least one."""
+
+    def __init__(self, requests: RequestCounter, page: int) -> None:
+        self._requests, self._page, self._entries = requests, page, 0
+
+    def got(self, n: int) -> None:
+        self._entries += n
+
+    def close(self) -> None:
+        self._requests.count("LIST", max(1, -(-self._entries // self._page)))
+
+
 class _Reader(io.RawIOBase):
     """An obstore ReadableFile as a seekable binary file (pyarrow's Parquet reader wants one)."""
 
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: Any, requests: RequestCounter | None = None) -> None:
         self._reader = reader
+        self._requests = requests
 
     def readable(self) -> bool:
         return True
@@ -181,6 +203,8 @@ class _Reader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         data = bytes(self._reader.read(len(buffer)))
         buffer[: len(data)] = data
+        if self._requests is not None and data:  # the buffered reader above asks only for what it lacks
+            self._requests.count("RANGE_GET", read=len(data))
         return len(data)
 
     def seek(self, offset: int, whence: int = 0) -> int:
@@ -197,10 +221,11 @@ class _Reader(io.RawIOBase):
 class _Writer(io.RawIOBase):
     """An obstore WritableFile as a binary file whose failures are our typed storage errors."""
 
-    def __init__(self, writer: Any, fail: Any) -> None:
+    def __init__(self, writer: Any, fail: Any, uploaded: Callable[[int], None] | None = None) -> None:
         self._writer = writer
         self._fail = fail
         self._written = 0
+        self._uploaded = uploaded
 
     def writable(self) -> bool:
         return True
@@ -226,6 +251,8 @@ class _Writer(io.RawIOBase):
             raise self._fail(exc) from None
         finally:
             super().close()
+        if self._uploaded is not None:
+            self._uploaded(self._written)
 
 
 @dataclass(frozen=True)
@@ -235,6 +262,8 @@ class ObjectStorage:
     base: str  #: scheme://bucket[/...]: any URL of the store, normally the table root
     _options: Mapping[str, str] = field(default_factory=dict)
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: what this call asked of the store (``delta/requests.py``); a task's view shares ``_cache``, not this
+    requests: RequestCounter = field(default_factory=RequestCounter, compare=False, repr=False)
 
     @property
     def options(self) -> Mapping[str, str]:
@@ -315,8 +344,53 @@ class ObjectStorage:
             retryable=True,
         )
 
+    def _count(self, fn: Any, args: tuple[Any, ...]) -> None:
+        """Count the request(s) ``fn`` makes (``obstore``'s functions by name); listings count per page later."""
+        name = getattr(fn, "__name__", "")
+        if name == "delete":
+            self._deletes(len(args[-1]) if isinstance(args[-1], list) else 1)
+        elif name == "rename":
+            self.requests.count("COPY")
+            self._deletes(1)
+        elif name in _KIND_OF:
+            self.requests.count(_KIND_OF[name])
+
+    @property
+    def _cloud(self) -> str:
+        return SCHEMES[urlparse(self.base).scheme]
+
+    @property
+    def _page(self) -> int:
+        """Entries per listing page (S3 and GCS 1,000; Azure 5,000)."""
+        return 5000 if self._cloud == "azure" else 1000
+
+    def _more_pages(self, entries: int) -> None:
+        """A delimiter listing of ``entries`` names took a request per page: count those beyond the first."""
+        self.requests.count("LIST", max(0, -(-entries // self._page) - 1))
+
+    def _deletes(self, keys: int) -> None:
+        """obstore deletes in batches (S3 DeleteObjects of 1,000 keys, Azure blob batches of 256), one by one on GCS."""
+        if self._cloud == "gcp":
+            self.requests.count("DELETE", keys)
+        else:
+            self.requests.count("BATCH_DELETE", -(-keys // (1000 if self._cloud == "aws" else 256)))
+
+    def _uploaded(self, size: int, part: int) -> None:
+        """Count an upload of ``size`` bytes by parts of ``part`` bytes (obstore goes multipart above one part):
+        S3 and GCS start and complete it with a POST each, Azure completes it with a PUT of the block list."""
+        if size <= part:
+            self.requests.count("PUT", written=size)
+            return
+        parts = -(-size // part)
+        if self._cloud == "azure":
+            self.requests.count("PUT", parts + 1, written=size)
+        else:
+            self.requests.count("POST", 2)
+            self.requests.count("PUT", parts, written=size)
+
     def _call(self, path: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         store = self._store
+        self._count(fn, args)
         try:
             return fn(store, *args, **kwargs)
         except InvalidArgumentError:
@@ -330,6 +404,7 @@ class ObjectStorage:
         from obstore.exceptions import AlreadyExistsError, NotSupportedError, PreconditionError
 
         store = self._store
+        self.requests.count("PUT", written=len(data))
         try:
             obstore.put(store, self.key(path), data, mode="create")
             return True
@@ -347,6 +422,7 @@ class ObjectStorage:
         import obstore
 
         self._call(path, obstore.put, self.key(path), data)
+        self._uploaded(len(data), _PUT_CHUNK)
 
     def put_file(self, path: str, local: str) -> None:
         """Upload a local file (multipart when large)."""
@@ -354,24 +430,28 @@ class ObjectStorage:
 
         with open(local, "rb") as fh:
             self._call(path, obstore.put, self.key(path), fh)
+        self._uploaded(os.path.getsize(local), _PUT_CHUNK)
 
     def read_bytes(self, path: str) -> bytes:
         import obstore
 
-        return bytes(self._call(path, obstore.get, self.key(path)).bytes())
+        data = bytes(self._call(path, obstore.get, self.key(path)).bytes())
+        self.requests.count("GET", 0, read=len(data))
+        return data
 
     def open_input(self, path: str) -> BinaryIO:
         import obstore
 
         reader = self._call(path, obstore.open_reader, self.key(path))
-        return io.BufferedReader(_Reader(reader), buffer_size=1 << 20)
+        return io.BufferedReader(_Reader(reader, self.requests), buffer_size=1 << 20)
 
     def open_output(self, path: str) -> BinaryIO:
         """A streaming multipart upload: parts go up while the file is written, none of it lands on disk."""
         import obstore
 
         writer = self._call(path, obstore.open_writer, self.key(path), buffer_size=8 << 20)
-        return io.BufferedWriter(_Writer(writer, lambda exc: self._fail(exc, path)), buffer_size=1 << 20)
+        uploaded = partial(self._uploaded, part=8 << 20)
+        return io.BufferedWriter(_Writer(writer, lambda exc: self._fail(exc, path), uploaded), buffer_size=1 << 20)
 
     def open_copy_output(self, path: str, root: str) -> S3CopyOutput | None:
         """An S3 upload of ``path`` that can copy byte ranges of the files under ``root`` inside the store
@@ -401,6 +481,7 @@ class ObjectStorage:
 
         key, store = self.key(path), self._store
         if key:
+            self.requests.count("HEAD")
             try:
                 obstore.head(store, key)
                 return True
@@ -408,6 +489,7 @@ class ObjectStorage:
                 failure = self._fail(exc, path)
                 if not isinstance(failure, FileNotFoundError):
                     raise failure from None
+        self.requests.count("LIST")
         try:
             listing = obstore.list_with_delimiter(store, (key.rstrip("/") + "/") if key else None)
         except Exception as exc:
@@ -430,6 +512,7 @@ class ObjectStorage:
 
         key = self.key(path).rstrip("/")
         listing = self._call(path, obstore.list_with_delimiter, (key + "/") if key else None)
+        self._more_pages(len(listing["objects"]) + len(listing["common_prefixes"]))
         names = {o["path"].rsplit("/", 1)[-1] for o in listing["objects"]}
         names |= {p.rstrip("/").rsplit("/", 1)[-1] for p in listing["common_prefixes"]}
         yield from sorted(names)
@@ -441,6 +524,7 @@ class ObjectStorage:
         import obstore
 
         store = self._store
+        self._deletes(1)  # obstore deletes one key as a batch of one (not on GCS)
         try:
             obstore.delete(store, self.key(path))
         except Exception as exc:
@@ -451,6 +535,7 @@ class ObjectStorage:
         import obstore
 
         prefix = self.key(path).rstrip("/") + "/"
+        self.requests.count("LIST")
         for chunk in self._call(path, obstore.list, prefix):
             for meta in chunk:
                 self.delete(f"{self._bucket_url}/{meta['path']}")
@@ -467,14 +552,18 @@ class ObjectStorage:
     def _list_prefix(self, path: str, key_prefix: str, strip: int) -> Iterator[Listed]:
         import obstore
 
+        pages = _Pages(self.requests, self._page)
         try:
             for chunk in obstore.list(self._store, key_prefix, chunk_size=1000):
+                pages.got(len(chunk))
                 for meta in chunk:
                     yield Listed(meta["path"][strip:], int(meta["size"]), int(meta["last_modified"].timestamp() * 1000))
         except InvalidArgumentError:
             raise
         except Exception as exc:
             raise self._fail(exc, path) from None
+        finally:
+            pages.close()
 
     def walk(self, path: str, skip: Callable[[str], bool], *, by_prefix: bool = True) -> Iterator[Listed]:
         """One listing of the top level, then one streamed listing per top-level prefix, in parallel; without
@@ -501,6 +590,7 @@ class ObjectStorage:
         key = self.key(path).rstrip("/")
         prefix = (key + "/") if key else ""
         top = self._call(path, obstore.list_with_delimiter, prefix or None)
+        self._more_pages(len(top["objects"]) + len(top["common_prefixes"]))
         strip = len(prefix)
         files = [
             Listed(name, int(o["size"]), int(o["last_modified"].timestamp() * 1000))

@@ -3,7 +3,8 @@
 Same template system as the table health page (``health_page``: jinja2, autoescape on, inline SVG
 charts as data URIs, the same colours: red to act on, green healthy, blue this run's numbers, grey the
 prediction). Rows are the report's tables in rank order: verdict, size, small files, reclaimable
-bytes, statistics coverage, last maintained, and what ran with its predicted and actual seconds.
+bytes, statistics coverage, last maintained, what ran with its predicted and actual seconds, and the store
+requests it made (by kind, with the bytes read and written: ``delta/requests.py`` says what they cover).
 """
 
 from __future__ import annotations
@@ -38,6 +39,24 @@ def _verdict(t: Mapping[str, Any]) -> tuple[str, str]:
     return "needs " + ", ".join(t["actions"]), "bad"
 
 
+def _requests(ran: Sequence[Mapping[str, Any]]) -> str:
+    """The store requests the actions made (their metrics' ``requests``), by kind, and the bytes read and written."""
+    kinds: dict[str, int] = {}
+    read = written = 0
+    seen = False
+    for a in ran:
+        r = (a.get("metrics") or {}).get("requests") or {}
+        seen = seen or bool(r)
+        for kind, n in (r.get("byKind") or {}).items():
+            kinds[kind] = kinds.get(kind, 0) + int(n)
+        read += int(r.get("bytesRead", 0))
+        written += int(r.get("bytesWritten", 0))
+    if not seen:
+        return "-"
+    by_kind = ", ".join(f"{n} {k}" for k, n in kinds.items())
+    return f"{sum(kinds.values())} ({by_kind}); {format_size(read)} read, {format_size(written)} written"
+
+
 def project_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per table, in rank order, with every number the page shows (as text)."""
     rows = []
@@ -64,6 +83,7 @@ def project_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
                     f"{a['action']} {a['status']} ({a['seconds']:.1f}s, predicted {a['predictedSeconds']:.1f}s)"
                     for a in ran
                 ),
+                "requests": _requests(ran),
             }
         )
     return rows

@@ -344,6 +344,7 @@ def _rewrite(task: BinTask, storage: Storage, local: bool, stop: Callable[[], bo
         os.makedirs(os.path.dirname(task.output), exist_ok=True)
         rows, metadata = _write(tables, task.output, task, target)
         size = os.path.getsize(task.output)
+        storage.requests.count("PUT", written=size)  # written by path (pyarrow's own file), counted as a store's
         source: Any = task.output
     else:
         sink = _Counting(storage.open_output(task.output))
