@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from bench.delay_line import DelayLine
@@ -22,23 +23,35 @@ from dbt_delta_optimize.delta.requests import RequestCounter
 DELTALAKE_KINDS = ("GET", "LIST")
 
 
-def _table(server, appends: int) -> str:
-    url = f"s3://{server.new_bucket()}/t"
-    opts = server.env()
-    for i in range(appends):
-        data = pa.table({"id": list(range(i * 20, i * 20 + 20)), "p": [i % 2] * 20})
-        write_deltalake(url, data, partition_by=["p"], mode="append", storage_options=opts)
-    return url
+def _env(server, endpoint: str) -> dict[str, str]:
+    """The environment that reaches ``server`` at ``endpoint`` (the server itself, or a proxy in front of it)."""
+    if hasattr(server, "new_bucket"):
+        return {**server.env(), "AWS_ENDPOINT_URL": endpoint}
+    return {**server.env(), "AZURITE_BLOB_STORAGE_URL": endpoint}  # Azurite's address is an environment setting
 
 
 def _port(server) -> int:
-    return int(server.endpoint.rsplit(":", 1)[1])
+    return int(_direct(server).rsplit(":", 1)[1])
 
 
-def test_optimize_json_counts_the_requests_the_proxy_saw(s3_server):
-    url = _table(s3_server, 8)
+def _direct(server) -> str:
+    return str(getattr(server, "endpoint", None) or server.url)
+
+
+def _table(server, appends: int, monkeypatch) -> str:
+    for key, value in _env(server, _direct(server)).items():
+        monkeypatch.setenv(key, value)
+    url = f"s3://{server.new_bucket()}/t" if hasattr(server, "new_bucket") else f"az://{server.new_container()}/t"
+    for i in range(appends):
+        data = pa.table({"id": list(range(i * 20, i * 20 + 20)), "p": [i % 2] * 20})
+        write_deltalake(url, data, partition_by=["p"], mode="append")
+    return url
+
+
+def test_optimize_json_counts_the_requests_the_proxy_saw(s3_server, monkeypatch):
+    url = _table(s3_server, 8, monkeypatch)
     with DelayLine(("127.0.0.1", _port(s3_server)), one_way_s=0) as line:
-        env = {**s3_server.env(), "AWS_ENDPOINT_URL": line.endpoint}
+        env = _env(s3_server, line.endpoint)
         cmd = [sys.executable, "-m", "dbt_delta_optimize.cli.main", "optimize", url, "--json"]
         out = subprocess.run(cmd, capture_output=True, text=True, env={**_environ(), **env}, timeout=300)
         seen = line.counts()
@@ -63,21 +76,25 @@ def test_optimize_json_counts_the_requests_the_proxy_saw(s3_server):
     assert starts == sorted(starts) and req["endS"] >= starts[-1]
 
 
-def test_vacuum_counts_every_request_it_made(s3_server):
+@pytest.mark.parametrize("cloud", ["s3", "azure"])
+def test_vacuum_counts_every_request_it_made(cloud, request, monkeypatch):
     """VACUUM reads the log itself (no deltalake on a plain log): its count is the proxy's, kind by kind."""
     from dbt_delta_optimize.api import optimize, vacuum
 
-    url = _table(s3_server, 6)
-    optimize(None, url, storage_options=s3_server.env())
-    with DelayLine(("127.0.0.1", _port(s3_server)), one_way_s=0) as line:
-        opts = {**s3_server.env(), "AWS_ENDPOINT_URL": line.endpoint}
-        m = vacuum(None, url, retain="0h", allow_short_retention=True, storage_options=opts)
+    server = request.getfixturevalue("s3_server" if cloud == "s3" else "azure_server")
+    url = _table(server, 6, monkeypatch)
+    optimize(None, url)
+    with DelayLine(("127.0.0.1", _port(server)), one_way_s=0) as line:
+        with monkeypatch.context() as through:
+            for key, value in _env(server, line.endpoint).items():
+                through.setenv(key, value)
+            m = vacuum(None, url, retain="0h", allow_short_retention=True)
         seen = line.counts()
     assert m.files_deleted == 6
     assert m.requests["byKind"] == seen
-    assert m.to_dict()["requests"]["byKind"]["BATCH_DELETE"] == 1  # the six files in one DeleteObjects
+    assert m.to_dict()["requests"]["byKind"]["BATCH_DELETE"] == 1  # the six files in one batch
     assert [p["phase"] for p in m.requests["phases"]] == ["open", "plan", "delete"]
-    assert len(DeltaTable(url, storage_options=s3_server.env()).file_uris()) == 2
+    assert len(DeltaTable(url).file_uris()) == 2
 
 
 def test_a_task_brings_its_counts_back():

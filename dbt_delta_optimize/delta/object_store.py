@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 from ..errors import InvalidArgumentError, StorageAccessError
 from .file_info import FileInfo, Listed
 from .parallel import merged
-from .requests import RequestCounter
+from .requests import PUT_PART, ObjectRequests, RequestCounter
 
 if TYPE_CHECKING:
     from .s3_copy import S3CopyOutput
@@ -165,26 +165,6 @@ def task_options(base: str, options: Mapping[str, str]) -> dict[str, str]:
         merged["AZURE_ENDPOINT"] = f"{emulator.rstrip('/')}/{account}"
         merged.pop("AZURE_STORAGE_USE_EMULATOR", None)
     return merged
-
-
-#: obstore's functions -> the request each makes (``put`` is counted by size, ``list`` by pages, ``delete`` by
-#: its argument, ``open_writer`` when it closes; ``open_reader`` asks for the size first)
-_KIND_OF = {"get": "GET", "head": "HEAD", "list_with_delimiter": "LIST", "open_reader": "HEAD"}
-#: obstore.put uploads a file in parts of this size (multipart above one part)
-_PUT_CHUNK = 5 << 20
-
-
-class _Pages:
-    """Counts a streamed listing's requests when it ends: one per page of ``page`` entries, at least one."""
-
-    def __init__(self, requests: RequestCounter, page: int) -> None:
-        self._requests, self._page, self._entries = requests, page, 0
-
-    def got(self, n: int) -> None:
-        self._entries += n
-
-    def close(self) -> None:
-        self._requests.count("LIST", max(1, -(-self._entries // self._page)))
 
 
 class _Reader(io.RawIOBase):
@@ -344,53 +324,14 @@ class ObjectStorage:
             retryable=True,
         )
 
-    def _count(self, fn: Any, args: tuple[Any, ...]) -> None:
-        """Count the request(s) ``fn`` makes (``obstore``'s functions by name); listings count per page later."""
-        name = getattr(fn, "__name__", "")
-        if name == "delete":
-            self._deletes(len(args[-1]) if isinstance(args[-1], list) else 1)
-        elif name == "rename":
-            self.requests.count("COPY")
-            self._deletes(1)
-        elif name in _KIND_OF:
-            self.requests.count(_KIND_OF[name])
-
     @property
-    def _cloud(self) -> str:
-        return SCHEMES[urlparse(self.base).scheme]
-
-    @property
-    def _page(self) -> int:
-        """Entries per listing page (S3 and GCS 1,000; Azure 5,000)."""
-        return 5000 if self._cloud == "azure" else 1000
-
-    def _more_pages(self, entries: int) -> None:
-        """A delimiter listing of ``entries`` names took a request per page: count those beyond the first."""
-        self.requests.count("LIST", max(0, -(-entries // self._page) - 1))
-
-    def _deletes(self, keys: int) -> None:
-        """obstore deletes in batches (S3 DeleteObjects of 1,000 keys, Azure blob batches of 256), one by one on GCS."""
-        if self._cloud == "gcp":
-            self.requests.count("DELETE", keys)
-        else:
-            self.requests.count("BATCH_DELETE", -(-keys // (1000 if self._cloud == "aws" else 256)))
-
-    def _uploaded(self, size: int, part: int) -> None:
-        """Count an upload of ``size`` bytes by parts of ``part`` bytes (obstore goes multipart above one part):
-        S3 and GCS start and complete it with a POST each, Azure completes it with a PUT of the block list."""
-        if size <= part:
-            self.requests.count("PUT", written=size)
-            return
-        parts = -(-size // part)
-        if self._cloud == "azure":
-            self.requests.count("PUT", parts + 1, written=size)
-        else:
-            self.requests.count("POST", 2)
-            self.requests.count("PUT", parts, written=size)
+    def _counts(self) -> ObjectRequests:
+        """This call's counter, with how obstore's calls turn into requests on this cloud."""
+        return ObjectRequests(self.requests, SCHEMES[urlparse(self.base).scheme])
 
     def _call(self, path: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         store = self._store
-        self._count(fn, args)
+        self._counts.call(getattr(fn, "__name__", ""), args)
         try:
             return fn(store, *args, **kwargs)
         except InvalidArgumentError:
@@ -422,7 +363,7 @@ class ObjectStorage:
         import obstore
 
         self._call(path, obstore.put, self.key(path), data)
-        self._uploaded(len(data), _PUT_CHUNK)
+        self._counts.upload(len(data), PUT_PART)
 
     def put_file(self, path: str, local: str) -> None:
         """Upload a local file (multipart when large)."""
@@ -430,7 +371,7 @@ class ObjectStorage:
 
         with open(local, "rb") as fh:
             self._call(path, obstore.put, self.key(path), fh)
-        self._uploaded(os.path.getsize(local), _PUT_CHUNK)
+        self._counts.upload(os.path.getsize(local), PUT_PART)
 
     def read_bytes(self, path: str) -> bytes:
         import obstore
@@ -450,7 +391,7 @@ class ObjectStorage:
         import obstore
 
         writer = self._call(path, obstore.open_writer, self.key(path), buffer_size=8 << 20)
-        uploaded = partial(self._uploaded, part=8 << 20)
+        uploaded = partial(self._counts.upload, part=8 << 20)
         return io.BufferedWriter(_Writer(writer, lambda exc: self._fail(exc, path), uploaded), buffer_size=1 << 20)
 
     def open_copy_output(self, path: str, root: str) -> S3CopyOutput | None:
@@ -512,7 +453,7 @@ class ObjectStorage:
 
         key = self.key(path).rstrip("/")
         listing = self._call(path, obstore.list_with_delimiter, (key + "/") if key else None)
-        self._more_pages(len(listing["objects"]) + len(listing["common_prefixes"]))
+        self._counts.more_pages(len(listing["objects"]) + len(listing["common_prefixes"]))
         names = {o["path"].rsplit("/", 1)[-1] for o in listing["objects"]}
         names |= {p.rstrip("/").rsplit("/", 1)[-1] for p in listing["common_prefixes"]}
         yield from sorted(names)
@@ -524,7 +465,7 @@ class ObjectStorage:
         import obstore
 
         store = self._store
-        self._deletes(1)  # obstore deletes one key as a batch of one (not on GCS)
+        self._counts.deletes(1)
         try:
             obstore.delete(store, self.key(path))
         except Exception as exc:
@@ -552,7 +493,7 @@ class ObjectStorage:
     def _list_prefix(self, path: str, key_prefix: str, strip: int) -> Iterator[Listed]:
         import obstore
 
-        pages = _Pages(self.requests, self._page)
+        pages = self._counts.pages()
         try:
             for chunk in obstore.list(self._store, key_prefix, chunk_size=1000):
                 pages.got(len(chunk))
@@ -590,7 +531,7 @@ class ObjectStorage:
         key = self.key(path).rstrip("/")
         prefix = (key + "/") if key else ""
         top = self._call(path, obstore.list_with_delimiter, prefix or None)
-        self._more_pages(len(top["objects"]) + len(top["common_prefixes"]))
+        self._counts.more_pages(len(top["objects"]) + len(top["common_prefixes"]))
         strip = len(prefix)
         files = [
             Listed(name, int(o["size"]), int(o["last_modified"].timestamp() * 1000))

@@ -16,9 +16,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "SCOPE", "RequestCounter"]
+__all__ = ["KINDS", "PUT_PART", "SCOPE", "ObjectRequests", "Pages", "RequestCounter"]
 
 #: The kinds, by what they cost: listings (per page), whole and ranged reads, metadata reads, writes (a part of
 #: a multipart upload is a PUT; starting and completing one a POST), copies inside the store, deletes.
@@ -88,3 +89,72 @@ class RequestCounter:
                 out["phases"] = [{"phase": p, "startS": round(t, 6)} for p, t in self._phases]
                 out["endS"] = round(time.time(), 6)
         return out
+
+
+#: ``obstore.put`` uploads in parts of this size (multipart above one part)
+PUT_PART = 5 << 20
+#: obstore's functions -> the one request each makes (``put`` is counted by size, ``list`` by pages, ``delete`` by
+#: its keys, ``open_writer`` when it closes; ``open_reader`` asks for the size first)
+_KIND_OF = {"get": "GET", "head": "HEAD", "list_with_delimiter": "LIST", "open_reader": "HEAD"}
+
+
+@dataclass(frozen=True)
+class ObjectRequests:
+    """How obstore's calls turn into requests on a cloud (checked against a proxy in front of moto and Azurite,
+    tests/test_requests_metrics.py): a key deleted alone is a batch of one on S3 and Azure, Azure batches 256
+    keys and S3 1,000, a listing page holds 1,000 entries (Azure 5,000), an upload above one part is multipart."""
+
+    counter: RequestCounter
+    cloud: str  #: aws, azure or gcp
+
+    def call(self, name: str, args: tuple[Any, ...]) -> None:
+        if name == "delete":
+            self.deletes(len(args[-1]) if isinstance(args[-1], list) else 1)
+        elif name == "rename":
+            self.counter.count("COPY")
+            self.deletes(1)
+        elif name in _KIND_OF:
+            self.counter.count(_KIND_OF[name])
+
+    def deletes(self, keys: int) -> None:
+        if self.cloud == "gcp":
+            self.counter.count("DELETE", keys)
+        else:
+            self.counter.count("BATCH_DELETE", -(-keys // (1000 if self.cloud == "aws" else 256)))
+
+    def upload(self, size: int, part: int) -> None:
+        """An upload of ``size`` bytes by parts of ``part``: S3 and GCS start and complete a multipart upload with
+        a POST each, Azure completes it with a PUT of the block list."""
+        if size <= part:
+            self.counter.count("PUT", written=size)
+            return
+        parts = -(-size // part)
+        if self.cloud == "azure":
+            self.counter.count("PUT", parts + 1, written=size)
+        else:
+            self.counter.count("POST", 2)
+            self.counter.count("PUT", parts, written=size)
+
+    @property
+    def page(self) -> int:
+        return 5000 if self.cloud == "azure" else 1000
+
+    def more_pages(self, entries: int) -> None:
+        """A delimiter listing of ``entries`` names (counted as one LIST when asked): its pages beyond the first."""
+        self.counter.count("LIST", max(0, -(-entries // self.page) - 1))
+
+    def pages(self) -> Pages:
+        return Pages(self.counter, self.page)
+
+
+class Pages:
+    """A streamed listing's requests, counted when it ends: one per page, at least one."""
+
+    def __init__(self, counter: RequestCounter, page: int) -> None:
+        self._counter, self._page, self._entries = counter, page, 0
+
+    def got(self, n: int) -> None:
+        self._entries += n
+
+    def close(self) -> None:
+        self._counter.count("LIST", max(1, -(-self._entries // self._page)))
