@@ -114,3 +114,31 @@ def _environ() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def test_the_project_page_sums_the_requests_of_what_ran():
+    from dbt_delta_optimize.inspect.project_page import project_rows
+
+    def ran(action: str, kinds: dict[str, int], read: int, written: int) -> dict:
+        requests = {"byKind": kinds, "bytesRead": read, "bytesWritten": written, "total": sum(kinds.values())}
+        return {
+            "action": action,
+            "status": "done",
+            "seconds": 1.0,
+            "predictedSeconds": 1.0,
+            "metrics": {"requests": requests},
+        }
+
+    report = {
+        "tables": [
+            {
+                "rank": 1,
+                "table": "a",
+                "ran": [ran("compact", {"GET": 3, "PUT": 1}, 3072, 2048), ran("vacuum", {"LIST": 2}, 0, 0)],
+            },
+            {"rank": 2, "table": "b", "ran": []},
+        ]
+    }
+    a, b = project_rows(report)
+    assert a["requests"] == "6 (3 GET, 1 PUT, 2 LIST); 3.0 KiB read, 2.0 KiB written", a["requests"]
+    assert b["requests"] == "-"
