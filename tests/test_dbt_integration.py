@@ -95,8 +95,8 @@ def test_dbt_package_end_to_end(project, spark):
     hook, run = r["auto_compact"]["requests"], r["auto_compact"]["metrics"]["requests"]
     removed = r["auto_compact"]["metrics"]["filesRemoved"]
     added = r["auto_compact"]["metrics"]["filesAdded"]
-    assert run["byKind"]["PUT"] >= 1 + added["totalFiles"]  # the new files and the commit
-    assert run["byKind"]["GET"] >= removed["totalFiles"] and run["bytesRead"] >= removed["totalSize"]
+    assert run["byKind"]["put"] >= 1 + added["totalFiles"]  # the new files and the commit
+    assert run["byKind"]["get"] >= removed["totalFiles"] and run["bytesRead"] >= removed["totalSize"]
     assert run["bytesWritten"] > added["totalSize"] and "deltalake" in run["scope"]
     assert hook["total"] >= run["total"] > 0
     rows = same_rows(spark, project, "events_incremental")

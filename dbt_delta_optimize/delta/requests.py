@@ -19,11 +19,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "PUT_PART", "SCOPE", "ObjectRequests", "Pages", "RequestCounter"]
+__all__ = ["KINDS", "PUT_PART", "SCOPE", "ObjectRequests", "Pages", "RequestCounter", "json_kind"]
 
 #: The kinds, by what they cost: listings (per page), whole and ranged reads, metadata reads, writes (a part of
 #: a multipart upload is a PUT; starting and completing one a POST), copies inside the store, deletes.
 KINDS = ("LIST", "GET", "RANGE_GET", "HEAD", "PUT", "POST", "COPY", "DELETE", "BATCH_DELETE")
+
+
+def json_kind(kind: str) -> str:
+    """A kind as a camelCase JSON key (``RANGE_GET`` -> ``rangeGet``), as every key of our JSON is written."""
+    head, *rest = kind.lower().split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+#: camelCase JSON key -> kind
+_KIND_OF_KEY = {json_kind(k): k for k in KINDS}
 
 SCOPE = (
     "requests made through dbt-delta-optimize's storage layer (log and data reads and writes, listings, deletes; "
@@ -54,7 +64,8 @@ class RequestCounter:
         if not other:
             return
         with self._lock:
-            for kind, n in dict(other.get("byKind", {})).items():
+            for key, n in dict(other.get("byKind", {})).items():
+                kind = _KIND_OF_KEY.get(str(key), str(key))
                 self._counts[kind] = self._counts.get(kind, 0) + int(n)
             self._read += int(other.get("bytesRead", 0))
             self._written += int(other.get("bytesWritten", 0))
@@ -74,9 +85,9 @@ class RequestCounter:
             return {k: self._counts[k] for k in (*KINDS, *sorted(set(self._counts) - set(KINDS))) if k in self._counts}
 
     def to_dict(self, *, phases: bool = False) -> dict[str, Any]:
-        """JSON-ready: ``byKind``, ``total``, ``bytesRead``, ``bytesWritten``, ``scope``; with ``phases`` the wall
-        time (epoch seconds) at which each phase began, in order."""
-        kinds = self.by_kind()
+        """JSON-ready: ``byKind`` (``get``, ``rangeGet``, ``list``, ``batchDelete`` ...), ``total``, ``bytesRead``,
+        ``bytesWritten``, ``scope``; with ``phases`` the wall time (epoch seconds) at which each phase began."""
+        kinds = {json_kind(k): n for k, n in self.by_kind().items()}
         with self._lock:
             out: dict[str, Any] = {
                 "total": sum(kinds.values()),
