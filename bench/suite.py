@@ -11,6 +11,7 @@ in FILE from this run's output.
 
     .venv/bin/python bench/suite.py                    # everything (about 20 minutes on 2 cores)
     .venv/bin/python bench/suite.py --only local,s3    # some of it
+    .venv/bin/python bench/suite.py --only latency     # object stores behind a 0 and 20 ms delay line
 """
 
 from __future__ import annotations
@@ -59,6 +60,16 @@ def _per_repeat(ours: str, reference: str, case: str | None = None) -> Callable[
     def pick(r: Any) -> list[float]:
         times = (_case(r, case) if case else r)["times_s"]
         return ratios(times[ours], times[reference])
+
+    return pick
+
+
+def _latency(store: str, op: str, key: str, rtt_ms: float = 20.0) -> Callable[[Any], float]:
+    """A figure of one case of bench/latency.py (a store, an operation, a round trip)."""
+
+    def pick(r: Any) -> float:
+        c = next(c for c in r["cases"] if (c["store"], c["op"], c["rtt_ms"]) == (store, op, rtt_ms))
+        return float(c["ours"]["requests"] if key == "requests" else c[key])
 
     return pick
 
@@ -224,6 +235,55 @@ METRICS = [
         _per_repeat("ours", "delta-rs", "tiny"),
     ),
     Metric(
+        "latency_s3_optimize_vs_delta_rs",
+        "latency",
+        "S3 (moto) at a 20 ms round trip, optimize CLI / delta-rs compact, fresh processes",
+        _latency("s3", "optimize", "ours_vs_delta_rs"),
+        0.1,
+    ),
+    Metric(
+        "latency_s3_optimize_requests_per_file",
+        "latency",
+        "S3 (moto) at a 20 ms round trip, optimize CLI: requests per input file (not a ratio)",
+        _latency("s3", "optimize", "requests_per_input_file"),
+        1.1,
+    ),
+    Metric(
+        "latency_s3_vacuum_vs_delta_rs",
+        "latency",
+        "S3 (moto) at a 20 ms round trip, vacuum --retain 0h CLI / delta-rs vacuum(full=True)",
+        _latency("s3", "vacuum", "ours_vs_delta_rs"),
+        0.5,
+    ),
+    Metric(
+        "latency_s3_hook_requests",
+        "latency",
+        "S3 (moto) at a 20 ms round trip, auto-compact's decision on 8 commits: requests (not a ratio)",
+        _latency("s3", "hook", "requests"),
+        11,
+    ),
+    Metric(
+        "latency_s3_optimize_vs_delta_rs_0ms",
+        "latency",
+        "S3 (moto), no added latency, optimize CLI / delta-rs compact, fresh processes",
+        _latency("s3", "optimize", "ours_vs_delta_rs", 0.0),
+        None,
+    ),
+    Metric(
+        "latency_azure_optimize_vs_delta_rs",
+        "latency",
+        "Azure (Azurite) at a 20 ms round trip, optimize CLI / delta-rs compact, fresh processes",
+        _latency("azure", "optimize", "ours_vs_delta_rs"),
+        0.1,
+    ),
+    Metric(
+        "latency_azure_vacuum_vs_delta_rs",
+        "latency",
+        "Azure (Azurite) at a 20 ms round trip, vacuum --retain 0h CLI / delta-rs vacuum(full=True)",
+        _latency("azure", "vacuum", "ours_vs_delta_rs"),
+        0.5,
+    ),
+    Metric(
         "s3_copy_time_vs_through",
         "s3_server_copy",
         "S3 (moto) 8 x 64 MiB row groups, copy inside the store / through the process (time)",
@@ -242,6 +302,7 @@ BENCHES: dict[str, list[str]] = {
     "analyze": ["analyze.py", "--repeats", "3"],
     "vacuum": ["vacuum.py", "--files", "10000", "--s3-files", "5000", "--repeats", "3", "--spark"],
     "s3_server_copy": ["s3_server_copy.py", "--repeats", "3", "--azure"],
+    "latency": ["latency.py", "--rtt-ms", "0,20", "--files", "50"],
 }
 
 

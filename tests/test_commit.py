@@ -784,6 +784,7 @@ def test_gives_up_after_max_attempts(tmp_path):
 
     class Losing(LocalStorage):
         def __init__(self):
+            super().__init__()
             self.v = snap.version
 
         def put_if_absent(self, p, data):  # someone else always wins this version first

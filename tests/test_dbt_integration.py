@@ -93,6 +93,14 @@ def test_dbt_package_end_to_end(project, spark):
     (ac,) = optimize_commits(inc)
     assert str(ac["operationParameters"]["auto"]).lower() == "true"
     assert set(files_per_partition(inc).values()) == {1}
+    # the results entry counts the store requests: the hook's (decision and compaction) and the compaction's own
+    hook, run = r["auto_compact"]["requests"], r["auto_compact"]["metrics"]["requests"]
+    removed = r["auto_compact"]["metrics"]["filesRemoved"]
+    added = r["auto_compact"]["metrics"]["filesAdded"]
+    assert run["byKind"]["put"] >= 1 + added["totalFiles"]  # the new files and the commit
+    assert run["byKind"]["get"] >= removed["totalFiles"] and run["bytesRead"] >= removed["totalSize"]
+    assert run["bytesWritten"] > added["totalSize"] and "deltalake" in run["scope"]
+    assert hook["total"] >= run["total"] > 0
     rows = same_rows(spark, project, "events_incremental")
     assert len(rows) == 2 * n and {row[-1] for row in rows} == {0, 1}
     _merge_compacted(project, spark, second["ddo_it.events_merge"], changed=1, others=0)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from .file_info import FileInfo, Listed
+from .requests import RequestCounter
 from .storage import LocalStorage, Storage
 
 __all__ = ["WHOLE_BYTES", "SmallLogFiles", "small_log_files"]
@@ -35,6 +36,10 @@ class SmallLogFiles:
     @property
     def options(self) -> Mapping[str, str]:
         return self.base.options
+
+    @property
+    def requests(self) -> RequestCounter:
+        return self.base.requests
 
     def open_input(self, path: str) -> BinaryIO:
         data = self._kept.get(path)

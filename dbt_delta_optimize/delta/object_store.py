@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 from ..errors import InvalidArgumentError, StorageAccessError
 from .file_info import FileInfo, Listed
 from .parallel import merged
+from .requests import PUT_PART, ObjectRequests, RequestCounter
 
 if TYPE_CHECKING:
     from .s3_copy import S3CopyOutput
@@ -169,8 +170,9 @@ def task_options(base: str, options: Mapping[str, str]) -> dict[str, str]:
 class _Reader(io.RawIOBase):
     """An obstore ReadableFile as a seekable binary file (pyarrow's Parquet reader wants one)."""
 
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: Any, requests: RequestCounter | None = None) -> None:
         self._reader = reader
+        self._requests = requests
 
     def readable(self) -> bool:
         return True
@@ -181,6 +183,8 @@ class _Reader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         data = bytes(self._reader.read(len(buffer)))
         buffer[: len(data)] = data
+        if self._requests is not None and data:  # the buffered reader above asks only for what it lacks
+            self._requests.count("RANGE_GET", read=len(data))
         return len(data)
 
     def seek(self, offset: int, whence: int = 0) -> int:
@@ -197,10 +201,11 @@ class _Reader(io.RawIOBase):
 class _Writer(io.RawIOBase):
     """An obstore WritableFile as a binary file whose failures are our typed storage errors."""
 
-    def __init__(self, writer: Any, fail: Any) -> None:
+    def __init__(self, writer: Any, fail: Any, uploaded: Callable[[int], None] | None = None) -> None:
         self._writer = writer
         self._fail = fail
         self._written = 0
+        self._uploaded = uploaded
 
     def writable(self) -> bool:
         return True
@@ -226,6 +231,8 @@ class _Writer(io.RawIOBase):
             raise self._fail(exc) from None
         finally:
             super().close()
+        if self._uploaded is not None:
+            self._uploaded(self._written)
 
 
 @dataclass(frozen=True)
@@ -235,6 +242,8 @@ class ObjectStorage:
     base: str  #: scheme://bucket[/...]: any URL of the store, normally the table root
     _options: Mapping[str, str] = field(default_factory=dict)
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: what this call asked of the store (``delta/requests.py``); a task's view shares ``_cache``, not this
+    requests: RequestCounter = field(default_factory=RequestCounter, compare=False, repr=False)
 
     @property
     def options(self) -> Mapping[str, str]:
@@ -315,8 +324,14 @@ class ObjectStorage:
             retryable=True,
         )
 
+    @property
+    def _counts(self) -> ObjectRequests:
+        """This call's counter, with how obstore's calls turn into requests on this cloud."""
+        return ObjectRequests(self.requests, SCHEMES[urlparse(self.base).scheme])
+
     def _call(self, path: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         store = self._store
+        self._counts.call(getattr(fn, "__name__", ""), args)
         try:
             return fn(store, *args, **kwargs)
         except InvalidArgumentError:
@@ -330,6 +345,7 @@ class ObjectStorage:
         from obstore.exceptions import AlreadyExistsError, NotSupportedError, PreconditionError
 
         store = self._store
+        self.requests.count("PUT", written=len(data))
         try:
             obstore.put(store, self.key(path), data, mode="create")
             return True
@@ -347,6 +363,7 @@ class ObjectStorage:
         import obstore
 
         self._call(path, obstore.put, self.key(path), data)
+        self._counts.upload(len(data), PUT_PART)
 
     def put_file(self, path: str, local: str) -> None:
         """Upload a local file (multipart when large)."""
@@ -354,24 +371,28 @@ class ObjectStorage:
 
         with open(local, "rb") as fh:
             self._call(path, obstore.put, self.key(path), fh)
+        self._counts.upload(os.path.getsize(local), PUT_PART)
 
     def read_bytes(self, path: str) -> bytes:
         import obstore
 
-        return bytes(self._call(path, obstore.get, self.key(path)).bytes())
+        data = bytes(self._call(path, obstore.get, self.key(path)).bytes())
+        self.requests.count("GET", 0, read=len(data))
+        return data
 
     def open_input(self, path: str) -> BinaryIO:
         import obstore
 
         reader = self._call(path, obstore.open_reader, self.key(path))
-        return io.BufferedReader(_Reader(reader), buffer_size=1 << 20)
+        return io.BufferedReader(_Reader(reader, self.requests), buffer_size=1 << 20)
 
     def open_output(self, path: str) -> BinaryIO:
         """A streaming multipart upload: parts go up while the file is written, none of it lands on disk."""
         import obstore
 
         writer = self._call(path, obstore.open_writer, self.key(path), buffer_size=8 << 20)
-        return io.BufferedWriter(_Writer(writer, lambda exc: self._fail(exc, path)), buffer_size=1 << 20)
+        uploaded = partial(self._counts.upload, part=8 << 20)
+        return io.BufferedWriter(_Writer(writer, lambda exc: self._fail(exc, path), uploaded), buffer_size=1 << 20)
 
     def open_copy_output(self, path: str, root: str) -> S3CopyOutput | None:
         """An S3 upload of ``path`` that can copy byte ranges of the files under ``root`` inside the store
@@ -401,6 +422,7 @@ class ObjectStorage:
 
         key, store = self.key(path), self._store
         if key:
+            self.requests.count("HEAD")
             try:
                 obstore.head(store, key)
                 return True
@@ -408,6 +430,7 @@ class ObjectStorage:
                 failure = self._fail(exc, path)
                 if not isinstance(failure, FileNotFoundError):
                     raise failure from None
+        self.requests.count("LIST")
         try:
             listing = obstore.list_with_delimiter(store, (key.rstrip("/") + "/") if key else None)
         except Exception as exc:
@@ -430,6 +453,7 @@ class ObjectStorage:
 
         key = self.key(path).rstrip("/")
         listing = self._call(path, obstore.list_with_delimiter, (key + "/") if key else None)
+        self._counts.more_pages(len(listing["objects"]) + len(listing["common_prefixes"]))
         names = {o["path"].rsplit("/", 1)[-1] for o in listing["objects"]}
         names |= {p.rstrip("/").rsplit("/", 1)[-1] for p in listing["common_prefixes"]}
         yield from sorted(names)
@@ -441,6 +465,7 @@ class ObjectStorage:
         import obstore
 
         store = self._store
+        self._counts.deletes(1)
         try:
             obstore.delete(store, self.key(path))
         except Exception as exc:
@@ -451,6 +476,7 @@ class ObjectStorage:
         import obstore
 
         prefix = self.key(path).rstrip("/") + "/"
+        self.requests.count("LIST")
         for chunk in self._call(path, obstore.list, prefix):
             for meta in chunk:
                 self.delete(f"{self._bucket_url}/{meta['path']}")
@@ -467,14 +493,18 @@ class ObjectStorage:
     def _list_prefix(self, path: str, key_prefix: str, strip: int) -> Iterator[Listed]:
         import obstore
 
+        pages = self._counts.pages()
         try:
             for chunk in obstore.list(self._store, key_prefix, chunk_size=1000):
+                pages.got(len(chunk))
                 for meta in chunk:
                     yield Listed(meta["path"][strip:], int(meta["size"]), int(meta["last_modified"].timestamp() * 1000))
         except InvalidArgumentError:
             raise
         except Exception as exc:
             raise self._fail(exc, path) from None
+        finally:
+            pages.close()
 
     def walk(self, path: str, skip: Callable[[str], bool], *, by_prefix: bool = True) -> Iterator[Listed]:
         """One listing of the top level, then one streamed listing per top-level prefix, in parallel; without
@@ -501,6 +531,7 @@ class ObjectStorage:
         key = self.key(path).rstrip("/")
         prefix = (key + "/") if key else ""
         top = self._call(path, obstore.list_with_delimiter, prefix or None)
+        self._counts.more_pages(len(top["objects"]) + len(top["common_prefixes"]))
         strip = len(prefix)
         files = [
             Listed(name, int(o["size"]), int(o["last_modified"].timestamp() * 1000))

@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlparse
 from ..errors import InvalidArgumentError
 from .file_info import FileInfo, Listed
 from .parallel import merged
+from .requests import RequestCounter
 
 __all__ = ["FileInfo", "LocalStorage", "Storage", "join", "local_path", "storage_for", "storage_of", "table_uri"]
 
@@ -39,6 +40,11 @@ class Storage(TypingProtocol):
     @property
     def options(self) -> Mapping[str, str]:
         """Options for deltalake (``storage_options``), so both libraries see the same store."""
+        ...
+
+    @property
+    def requests(self) -> RequestCounter:
+        """The requests made through this storage (one counter per call's storage: ``delta/requests.py``)."""
         ...
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
@@ -211,6 +217,8 @@ class LocalStorage:
     """POSIX filesystem: write a temp file, then hard-link it into place (link fails if the target exists)."""
 
     _options: Mapping[str, str] = field(default_factory=dict)
+    #: file operations counted as a store's requests would be (a read is a GET, a folder read a LIST ...)
+    requests: RequestCounter = field(default_factory=RequestCounter, compare=False, repr=False)
 
     @property
     def options(self) -> Mapping[str, str]:
@@ -224,6 +232,7 @@ class LocalStorage:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        self.requests.count("PUT", written=len(data))
         try:
             os.link(tmp, path)
             return True
@@ -233,6 +242,7 @@ class LocalStorage:
             os.unlink(tmp)
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        self.requests.count("PUT", written=len(data))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
         with open(tmp, "wb") as fh:
@@ -241,27 +251,36 @@ class LocalStorage:
 
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as fh:
-            return fh.read()
+            data = fh.read()
+        self.requests.count("GET", read=len(data))
+        return data
 
     def put_file(self, path: str, local: str) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         shutil.copyfile(local, path)
+        self.requests.count("PUT", written=os.path.getsize(path))
 
     def open_input(self, path: str) -> BinaryIO:
-        return open(path, "rb")
+        fh = open(path, "rb")  # noqa: SIM115 (the caller closes it)
+        self.requests.count("GET")  # the bytes it reads are not counted locally
+        return fh
 
     def open_output(self, path: str) -> BinaryIO:
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.requests.count("PUT")
         return open(path, "wb")
 
     def exists(self, path: str) -> bool:
+        self.requests.count("HEAD")
         return os.path.exists(path)
 
     def stat(self, path: str) -> FileInfo:
+        self.requests.count("HEAD")
         st = os.stat(path)
         return FileInfo(st.st_size, int(st.st_mtime * 1000))
 
     def list_dir(self, path: str) -> Iterator[str]:
+        self.requests.count("LIST")
         try:
             names = sorted(os.listdir(path))
         except (FileNotFoundError, NotADirectoryError):
@@ -272,6 +291,7 @@ class LocalStorage:
         os.makedirs(path, exist_ok=True)
 
     def delete(self, path: str) -> None:
+        self.requests.count("DELETE")
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -281,10 +301,12 @@ class LocalStorage:
         shutil.rmtree(path, ignore_errors=True)
 
     def rename(self, src: str, dst: str) -> None:
+        self.requests.count("COPY")
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         os.replace(src, dst)
 
     def is_empty_dir(self, path: str) -> bool:
+        self.requests.count("LIST")
         try:
             return not os.listdir(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -293,9 +315,11 @@ class LocalStorage:
     def walk(self, path: str, skip: Callable[[str], bool], *, by_prefix: bool = True) -> Iterator[Listed]:
         top, dirs = self.list_top(path, skip)
         yield from top
+        self.requests.count("LIST", len(dirs))  # one walk per top-level folder
         yield from merged([partial(_scan_local, local_path(path), d, skip) for d in dirs], threads=4)
 
     def list_top(self, path: str, skip: Callable[[str], bool]) -> tuple[list[Listed], list[str]]:
+        self.requests.count("LIST")
         try:
             entries = list(os.scandir(local_path(path)))
         except (FileNotFoundError, NotADirectoryError):
@@ -305,6 +329,7 @@ class LocalStorage:
 
     def delete_many(self, paths: Sequence[str]) -> int:
         local = [local_path(p) for p in paths]
+        self.requests.count("DELETE", len(local))
         if len(local) < _BULK_DELETE:
             return _unlink_all(local)
         return _bulk_unlink(local)

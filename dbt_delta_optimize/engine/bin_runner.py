@@ -205,6 +205,7 @@ class _Batch:
         if isinstance(event, JobEnded):
             self._job_ended(event)
             return None
+        self.runner.rewriter.snapshot.storage.requests.merge(getattr(event, "requests", {}))  # the task's requests
         entry = self.arrow.pop(event.bin_id, None)
         if entry is None:  # cancelled meanwhile
             return None

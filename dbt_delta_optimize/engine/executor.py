@@ -101,6 +101,7 @@ class OptimizeExecutor:
             # starts: like delta-spark's, they time the command in a running session.
             self.engine.start()
         start_ms = int(time.time() * 1000)
+        snap.storage.requests.mark("rewrite")
         group = f"dbt-delta-optimize-{uuid.uuid4().hex[:12]}"
         folders = {hive_dir(b.partition_values, snap.physical_partition_columns) for b in plan.bins}
         check_output_folders(snap.storage, snap.location, sorted(folders))
@@ -153,6 +154,7 @@ class OptimizeExecutor:
         return every_seconds is not None and time.monotonic() - last_commit >= every_seconds
 
     def _commit(self, results: list[BinResult], rewriter: BinRewriter, run: _Run) -> None:
+        self.snapshot.storage.requests.mark("commit")  # and what follows it: validation, checkpoint, log cleanup
         try:
             outcome = commit_batch(self.snapshot, self.plan, results, ours=tuple(c.version for c in run.committed))
         except CommitFailedError as exc:

@@ -134,6 +134,7 @@ class SparkListing:
         tally = _Tally()
         for event in self._outcomes or ():
             if isinstance(event, ListedPrefix):
+                self.cluster.storage.requests.merge(event.requests)
                 tally.got.add(event.bin_id)
                 self.spark_tasks += 1
                 log.info("vacuum: %s listed by %s on %s (package: %s)", ", ".join(self.tasks[event.bin_id].prefixes) or "/",
@@ -213,6 +214,7 @@ class ClusterVacuum:
             try:
                 for event in outcomes:
                     if isinstance(event, DeletedFiles):
+                        self.storage.requests.merge(event.requests)
                         tally.got.add(event.bin_id)
                         count.add(event.files, len(tasks[event.bin_id].paths), event.bytes, spark=True)
                     else:

@@ -3,7 +3,8 @@
 Same template system as the table health page (``health_page``: jinja2, autoescape on, inline SVG
 charts as data URIs, the same colours: red to act on, green healthy, blue this run's numbers, grey the
 prediction). Rows are the report's tables in rank order: verdict, size, small files, reclaimable
-bytes, statistics coverage, last maintained, and what ran with its predicted and actual seconds; then the
+bytes, statistics coverage, last maintained, what ran with its predicted and actual seconds, and the store
+requests it made (by kind, with the bytes read and written: ``delta/requests.py`` says what they cover); then the
 table's last N days from its log as sparklines (``sparklines``), the bytes its tombstones retain and the date
 they become reclaimable, how many runs in a row it was deferred (starvation), and the state file's runs:
 actual against predicted seconds.
@@ -56,6 +57,24 @@ def _verdict(t: Mapping[str, Any]) -> tuple[str, str]:
     return "needs " + ", ".join(t["actions"]), "bad"
 
 
+def _requests(ran: Sequence[Mapping[str, Any]]) -> str:
+    """The store requests the actions made (their metrics' ``requests``), by kind, and the bytes read and written."""
+    kinds: dict[str, int] = {}
+    read = written = 0
+    seen = False
+    for a in ran:
+        r = (a.get("metrics") or {}).get("requests") or {}
+        seen = seen or bool(r)
+        for kind, n in (r.get("byKind") or {}).items():
+            kinds[kind] = kinds.get(kind, 0) + int(n)
+        read += int(r.get("bytesRead", 0))
+        written += int(r.get("bytesWritten", 0))
+    if not seen:
+        return "-"
+    by_kind = ", ".join(f"{n} {k}" for k, n in kinds.items())
+    return f"{sum(kinds.values())} ({by_kind}); {format_size(read)} read, {format_size(written)} written"
+
+
 def project_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per table, in rank order, with every number the page shows (as text)."""
     rows = []
@@ -89,6 +108,7 @@ def project_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "streak": int(t.get("deferredStreak") or 0),
                 "cost": cost_sparkline(t.get("runs") or [], width=96),
                 "runs": len([r for r in t.get("runs") or [] if r.get("actualSeconds") is not None]),
+                "requests": _requests(ran),
             }
         )
     return rows

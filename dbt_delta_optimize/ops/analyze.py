@@ -90,6 +90,8 @@ class AnalyzeMetrics:
     versions: tuple[int, ...] = ()  #: the COMPUTE STATS commits written
     duration_s: float = 0.0
     paths: tuple[str, ...] = field(default=(), repr=False)
+    #: the requests made to the store (``delta/requests.py``: by kind, bytes read and written, and the scope)
+    requests: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -115,6 +117,7 @@ class AnalyzeMetrics:
             "versions": list(self.versions),
             "durationSeconds": round(self.duration_s, 3),
             "paths": list(self.paths[:100]),
+            "requests": dict(self.requests),
         }
 
 
@@ -183,6 +186,7 @@ def _on_cluster(
     for i, f in enumerate(files):
         o = outcomes.get(i)
         if isinstance(o, StatsComputed):
+            snapshot.storage.requests.merge(o.requests)
             log.info(
                 "stats of %s computed by %s on %s, package from %s",
                 f.path,
@@ -376,7 +380,7 @@ def analyze(
         per_commit=knobs["files_per_commit"],
     )
     if dry_run or not plan.files:
-        return _metrics(plan, dry_run=dry_run, started=started)
+        return _metrics(plan, dry_run=dry_run, started=started, requests=handle.storage.requests.to_dict())
     threads = knobs["max_threads"] or min(32, 4 * (os.cpu_count() or 1))
     spec = _spec(session, handle.snapshot, get_conf)
     engine = _cluster_engine(session, knobs["task_runner"])
@@ -397,4 +401,5 @@ def analyze(
         files_dropped=dropped,
         failed=tuple(failed),
         versions=tuple(versions),
+        requests=handle.storage.requests.to_dict(),
     )

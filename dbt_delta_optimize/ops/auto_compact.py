@@ -130,6 +130,7 @@ class _Run:
     decision_ms: float | None = None
     started_ms: int | None = None  #: the run's start (epoch ms): without since_version, the window's start
     run: RunCommits | None = None
+    snapshot: Snapshot | None = None  #: the table as opened (its storage counts the hook's requests)
 
     def result(self, status: str, reason: str, **kw: Any) -> AutoCompactResult:
         now = (time.perf_counter() - self.t0) * 1000
@@ -146,6 +147,7 @@ class _Run:
             duration_ms=now,
             config=self.config,
             run=self.run,
+            requests=self.snapshot.storage.requests.to_dict(phases=True) if self.snapshot is not None else {},
             **kw,
         )
 
@@ -168,7 +170,7 @@ class _Run:
         return parse_bool(raw, key="postCommitHook.throwOnError") if raw else False
 
     def execute(self, enabled: bool | None, *, decide_only: bool = False) -> AutoCompactResult:
-        snapshot = self._open()
+        snapshot = self.snapshot = self._open()
         is_on = enabled if enabled is not None else auto_compact_enabled(self.get_conf, snapshot.configuration)
         if not is_on:
             return self.result(DISABLED, _DISABLED_REASON)

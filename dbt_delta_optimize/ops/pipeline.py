@@ -260,6 +260,7 @@ def run(
     """
     session = Session(spark)
     snapshot = _gated(target, session)
+    snapshot.storage.requests.mark("plan")
     settings = session.settings()
     plan = external_paths_gate(snapshot, planner(snapshot, settings))  # fails here, before Spark starts
     if plan.is_noop and not settings.exact and session.embedded():

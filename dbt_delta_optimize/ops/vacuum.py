@@ -109,6 +109,8 @@ class VacuumMetrics:
     #: who listed the table (full mode): ``driver``, ``spark`` (a Spark job on a cluster) or ``mixed``
     listed_by: str | None = None
     deleted_by: str | None = None  #: who deleted the files (not a dry run), as ``listed_by``
+    #: the requests made to the store, by kind, bytes read and written, the scope and phases (``delta/requests.py``)
+    requests: Mapping[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """What a dry run records (as an OptimizePlan's summary does): the metrics and the files."""
@@ -136,6 +138,7 @@ class VacuumMetrics:
             "durationS": round(self.duration_s, 3),
             "listedBy": self.listed_by,
             "deletedBy": self.deleted_by,
+            "requests": dict(self.requests),
         }
         if self.log_cleanup is not None:
             out["logFilesDeleted"] = self.log_cleanup.files_deleted
@@ -453,6 +456,7 @@ def vacuum(
 
     runner = settings["task_runner"]  # without Spark imported only ``spark`` starts (or connects) a session
     cluster = None if no_spark and runner != "spark" else _cluster(session, runner, opened)
+    opened.storage.requests.mark("plan")
     plan, outside, listed_by = _planned(
         opened, mode, delete_before, reads, also_live=isinstance(table, Table), cluster=cluster
     )
@@ -464,10 +468,12 @@ def vacuum(
             snapshot.version, p.eligible_start_version, p.eligible_end_version, done.get("start"),
             done.get("end"), done.get("kept", 0), time.monotonic() - started, p.files,
             _clean_logs(opened, settings["clean_logs"], dry_run=dry_run), listed_by, done.get("by"),
+            requests=opened.storage.requests.to_dict(phases=True),
         )  # fmt: skip
 
     if dry_run:
         return metrics(plan)
+    opened.storage.requests.mark("delete")
     logged = _logging_on(settings["vacuum_logging"], opened.location)
     start = None
     if logged:

@@ -177,6 +177,8 @@ class AutoCompactResult:
     duration_ms: float = 0.0
     config: AutoCompactConfig = field(default_factory=AutoCompactConfig)
     run: RunCommits | None = None  #: the write's commits the trigger came from, and why
+    #: the requests the hook made to the store (its decision, and the compaction when it ran): ``delta/requests.py``
+    requests: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ran(self) -> bool:
@@ -198,6 +200,7 @@ class AutoCompactResult:
             "error": self.error,
             "decisionMs": round(self.decision_ms, 1),
             "durationMs": round(self.duration_ms, 1),
+            "requests": dict(self.requests),
         }
 
 

@@ -148,6 +148,9 @@ class OptimizeMetrics:
     #: expired log files (and bytes) deleted after a checkpoint one of the run's commits wrote
     log_files_deleted: int = 0
     log_bytes_deleted: int = 0
+    #: the requests the run made to the store, by kind, the bytes read and written, what the count covers, and
+    #: when each phase began (``delta/requests.py``)
+    requests: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -294,4 +297,5 @@ def run_metrics(
         spark_fallbacks=outcome.spark_fallbacks,
         log_files_deleted=outcome.log_files_deleted,
         log_bytes_deleted=outcome.log_bytes_deleted,
+        requests=snapshot.storage.requests.to_dict(phases=True),
     )

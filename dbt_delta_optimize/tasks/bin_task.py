@@ -348,6 +348,7 @@ def _rewrite(
         os.makedirs(os.path.dirname(task.output), exist_ok=True)
         rows, metadata = _write(tables, task.output, task, target)
         size = os.path.getsize(task.output)
+        storage.requests.count("PUT", written=size)  # written by path (pyarrow's own file), counted as a store's
         source: Any = task.output
     else:
         sink = _Counting(storage.open_output(task.output))

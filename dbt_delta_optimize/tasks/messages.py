@@ -147,6 +147,7 @@ class Rewritten:
     worker: WorkerInfo
     seconds: float = 0.0
     copy: CopyReport | None = None  #: set when the row-group copy was considered
+    requests: Mapping[str, Any] = field(default_factory=dict)  #: what the task asked of the store (``to_dict``)
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ class StatsComputed:
     bin_id: int
     stats: str
     worker: WorkerInfo
+    requests: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,7 @@ class ListedPrefix:
     files: tuple[tuple[str, int, int], ...]
     folders: tuple[str, ...]
     worker: WorkerInfo
+    requests: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,7 @@ class DeletedFiles:
     files: int
     bytes: int
     worker: WorkerInfo
+    requests: Mapping[str, Any] = field(default_factory=dict)
 
 
 Outcome = Rewritten | Fallback | Failed | NotStarted | StatsComputed | ListedPrefix | DeletedFiles
@@ -305,7 +309,13 @@ def decode_outcome(text: str) -> Outcome:
     if kind in (StatsComputed, DeletedFiles):
         d["worker"] = WorkerInfo(**d["worker"])
     if kind is ListedPrefix:
-        return ListedPrefix(d["bin_id"], tuple(map(tuple, d["files"])), tuple(d["folders"]), WorkerInfo(**d["worker"]))
+        return ListedPrefix(
+            d["bin_id"],
+            tuple(map(tuple, d["files"])),
+            tuple(d["folders"]),
+            WorkerInfo(**d["worker"]),
+            d.get("requests", {}),
+        )
     if kind is Rewritten:
         d["worker"] = WorkerInfo(**d["worker"])
         copy = d.get("copy")

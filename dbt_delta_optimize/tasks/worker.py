@@ -10,13 +10,27 @@ state in the package, and it lives only on the task side.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .bin_task import run_bin
 from .fetch_pool import FetchPool
-from .messages import DeleteTask, ListTask, Outcome, StatsTask, StoreRef, Task, decode_task, encode
+from .messages import (
+    DeletedFiles,
+    DeleteTask,
+    ListedPrefix,
+    ListTask,
+    Outcome,
+    Rewritten,
+    StatsComputed,
+    StatsTask,
+    StoreRef,
+    Task,
+    decode_task,
+    encode,
+)
 
 if TYPE_CHECKING:
     from ..delta.storage import Storage
@@ -49,8 +63,27 @@ def fetch_pool() -> FetchPool:
 
 
 def run_task(task: Task, stop: Callable[[], bool] | None = None) -> Outcome:
-    """One task (a bin to rewrite, a file's stats for analyze, or a VACUUM listing or delete batch), with this process's storage for its table."""
-    storage, local = task_storage(task.store)
+    """One task (a bin to rewrite, a file's stats for analyze, or a VACUUM listing or delete batch), with this
+    process's storage for its table; the outcome says what the task asked of the store."""
+    shared, local = task_storage(task.store)
+    storage = _counted(shared)
+    outcome = _run(task, storage, local, stop)
+    if isinstance(outcome, (Rewritten, StatsComputed, ListedPrefix, DeletedFiles)):
+        outcome = dataclasses.replace(outcome, requests=storage.requests.to_dict())
+    return outcome
+
+
+def _counted(storage: Storage) -> Storage:
+    """A view of the process's storage (the same store client) with a request counter of this task's own."""
+    from ..delta.requests import RequestCounter
+
+    if dataclasses.is_dataclass(storage) and any(f.name == "requests" for f in dataclasses.fields(storage)):
+        counted: Storage = dataclasses.replace(storage, requests=RequestCounter())
+        return counted
+    return storage
+
+
+def _run(task: Task, storage: Storage, local: bool, stop: Callable[[], bool] | None) -> Outcome:
     if isinstance(task, StatsTask):
         from .stats_task import run_stats
 
