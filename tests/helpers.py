@@ -101,6 +101,15 @@ def log_snapshot(path: str) -> dict[str, bytes]:
     return out
 
 
+def tasks_the_scheduler_runs(spark) -> int:
+    """Tasks Spark's task scheduler counts as running (its own books, not the status listener's)."""
+    running = spark.sparkContext._jsc.sc().taskScheduler().runningTasksByExecutors().values().iterator()
+    total = 0
+    while running.hasNext():
+        total += int(running.next())
+    return total
+
+
 def data_files(path: str) -> set[str]:
     """Every file in the table directory outside _delta_log (relative paths)."""
     out = set()

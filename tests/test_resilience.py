@@ -24,7 +24,15 @@ from dbt_delta_optimize.errors import InvalidConfigError
 from dbt_delta_optimize.plan.config import OptimizeConfig, parse_duration
 from dbt_delta_optimize.plan.ordering import order_bins
 from dbt_delta_optimize.plan.planner import Bin
-from tests.helpers import assert_same_rows, data_files, deltalake_table, log_versions, rows_deltars, rows_spark
+from tests.helpers import (
+    assert_same_rows,
+    data_files,
+    deltalake_table,
+    log_versions,
+    rows_deltars,
+    rows_spark,
+    tasks_the_scheduler_runs,
+)
 
 
 def _table(path: str, partitions: int, files: int = 2) -> None:
@@ -283,6 +291,7 @@ def test_bins_still_running_when_the_grace_period_ends_are_cancelled(spark, tmp_
     intact = _rows_without(spark, p, 2)
     stuck_files = {f for f in _live(p) if f.startswith("part=2/")}
     m = optimize(spark, p, max_threads=3, max_duration="2s", task_runner=task_runner)  # returns, the bin left
+    assert tasks_the_scheduler_runs(spark) == 0  # Spark killed the cancelled task before the run returned
     assert m.num_bins_left >= 1 and m.num_bins + m.num_bins_left == 3, m
     assert {f for f in _live(p) if f.startswith("part=2/")} == stuck_files  # the stuck bin changed nothing
     assert m.num_files_removed == 2 * m.num_bins

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from dbt_delta_optimize.engine.spark_engine import SparkEngine
+from tests.helpers import tasks_the_scheduler_runs
 
 
 class _Conf:
@@ -54,7 +58,49 @@ def test_a_deferred_engine_answers_without_starting_and_starts_once():
 
 
 def test_an_engine_needs_a_session_or_a_way_to_start_one():
-    import pytest
-
     with pytest.raises(ValueError, match="needs a session"):
         SparkEngine(None)
+
+
+def _sleep_in_task(_rows):
+    import time
+
+    time.sleep(600)
+    return iter(())
+
+
+@pytest.mark.spark
+def test_settle_waits_for_a_cancelled_jobs_tasks_and_later_jobs_of_the_group_are_refused(spark):
+    """A cancelled job ends for its caller while Spark is still killing its tasks (a Python task's worker is
+    killed seconds later): ``settle`` returns once the scheduler runs none of them, and a job the cancelled
+    group starts afterwards is refused instead of running (a Spark rewrite between two of its jobs)."""
+    import uuid
+
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    engine = SparkEngine(spark)
+    group = f"test-settle-{uuid.uuid4().hex[:8]}"
+    errors: list[BaseException] = []
+
+    def job() -> None:
+        with engine.job_group(group, "two tasks that sleep"):
+            try:
+                spark.sparkContext.parallelize([0, 1], 2).mapPartitions(_sleep_in_task).collect()
+            except BaseException as exc:  # cancelled
+                errors.append(exc)
+
+    thread = threading.Thread(target=job)
+    thread.start()
+    until = time.monotonic() + 300
+    while tasks_the_scheduler_runs(spark) < 2 and time.monotonic() < until:  # both tasks are running
+        time.sleep(0.05)
+    assert tasks_the_scheduler_runs(spark) == 2
+    engine.cancel(group)
+    thread.join()
+    assert errors and engine.settle(group)
+    assert tasks_the_scheduler_runs(spark) == 0
+    with pytest.raises((Py4JJavaError, PySparkException), match="cancel"):
+        with engine.job_group(group, "started after the cancel"):
+            spark.sparkContext.parallelize([0], 1).count()
+    assert engine.settle("no-such-group")  # nothing ran in it: nothing to wait for

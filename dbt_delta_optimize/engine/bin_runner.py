@@ -132,6 +132,8 @@ class _Batch:
         self.inflight: dict[Future[BinResult], Bin] = {}
         self.pool: ThreadPoolExecutor | None = None
         self.cancelled = False
+        #: a Spark job of the batch was cancelled or failed: Spark may still be killing its tasks
+        self.unsettled = False
 
     # ------------------------------------------------------------------ starting
     def _start_arrow(self, bins: list[Bin]) -> None:
@@ -229,6 +231,7 @@ class _Batch:
     def _spark_done(self, event: _SparkDone) -> BinResult | None:
         self.inflight.pop(event.future, None)
         exc = event.future.exception() if not event.future.cancelled() else None
+        self.unsettled = self.unsettled or exc is not None
         if event.future.cancelled() or (exc is not None and self.cancelled):
             return None
         if exc is None:
@@ -239,6 +242,7 @@ class _Batch:
     def _job_ended(self, event: JobEnded) -> None:
         """The Arrow job is over: bins it gave no outcome were cancelled (ours) or lost with the job."""
         self.job = None
+        self.unsettled = self.unsettled or event.error is not None
         pending = [b for b, _ in self.arrow.values()]
         self.arrow.clear()
         if not pending:
@@ -263,7 +267,7 @@ class _Batch:
     # ------------------------------------------------------------------ stopping
     def _cancel(self, *, as_left: bool) -> None:
         r = self.runner
-        self.cancelled = True
+        self.cancelled = self.unsettled = True
         if self.job is not None:
             self.job.cancel()
         if self.inflight:
@@ -279,10 +283,14 @@ class _Batch:
         self.spark.clear()
 
     def stop(self) -> None:
-        """Nothing of this batch runs after this: cancel what is left, join every thread."""
+        """Nothing of this batch runs after this: cancel what is left, join every thread, and wait for the tasks
+        of a cancelled or failed Spark job (``SparkEngine.settle``), which Spark kills after their job has ended
+        for us: the caller deletes what they wrote and reports, and nothing of the batch may outlive that."""
         if self.job is not None or self.inflight:
             self._cancel(as_left=False)
         if self.job is not None:
             self.job.join()
         if self.pool is not None:
             self.pool.shutdown(wait=True)
+        if self.unsettled:
+            self.runner.engine.settle(self.runner.group)

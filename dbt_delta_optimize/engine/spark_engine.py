@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -29,13 +30,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HUGE_METHOD_KEY", "LISTING_THRESHOLD_KEY", "SparkEngine", "spark_error_summary"]
+__all__ = ["HUGE_METHOD_KEY", "LISTING_THRESHOLD_KEY", "SETTLE_SECONDS", "SparkEngine", "spark_error_summary"]
 
 #: The JVM does not JIT-compile methods over 8000 bytes of bytecode; Spark's default limit for a
 #: whole-stage-codegen method is 65535, so a large generated stage runs in the bytecode interpreter.
 HUGE_METHOD_KEY = "spark.sql.codegen.hugeMethodLimit"
 #: Above this many input paths Spark lists files with a distributed job (32 by default).
 LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+#: Longest wait for a cancelled job's tasks to end: Spark kills a Python task's worker within about 4 s.
+SETTLE_SECONDS = 30.0
+_SETTLE_POLL_SECONDS = 0.02
 
 
 class SparkEngine:
@@ -226,12 +230,64 @@ class SparkEngine:
             sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
     def cancel(self, group: str) -> None:
+        """Cancel the group's jobs (Connect: interrupt the operations tagged ``group``). On a classic session the
+        jobs the group would start later are refused too (Spark 4's ``cancelJobGroupAndFutureJobs``): a thread
+        between two jobs of a Spark rewrite does not start its next one. Spark kills the tasks afterwards, while
+        the caller goes on: ``settle`` waits for them."""
         if self._spark is None:  # nothing ran on Spark: no job to cancel
             return
         if self.connect:
             self.spark.interruptTag(group)
             return
-        self.spark.sparkContext.cancelJobGroup(group)
+        sc: Any = self.spark.sparkContext  # py4j handle: classic sessions only
+        try:
+            sc._jsc.sc().cancelJobGroupAndFutureJobs(group)
+        except Exception:  # Spark before 4.0: the active jobs only
+            log.debug("cancelJobGroupAndFutureJobs is not there; cancelling the active jobs of %s", group)
+            self.spark.sparkContext.cancelJobGroup(group)
+
+    def settle(self, group: str, timeout: float = SETTLE_SECONDS) -> bool:
+        """Wait until the group's jobs have ended and none of their tasks runs any more; True when so.
+
+        A cancelled job (or one Spark failed) ends at once for its caller, while Spark is still killing its
+        other tasks: they end, and Spark logs their end, afterwards. Whoever reports the outcome (the CLI's
+        last line) or deletes the files those tasks write waits here first. Read from the status tracker
+        (jobs of the group not yet known to it are not waited for); at ``timeout`` a warning, then False.
+        On Spark Connect the client cannot see the server's tasks (nor their logs): True at once.
+        """
+        if self.connect or self._spark is None:
+            return True
+        until = time.monotonic() + timeout
+        while True:
+            try:
+                busy = self._busy(group)
+            except Exception:  # no status tracking (a stopped context): nothing to wait for
+                log.debug("cannot read the status of job group %s", group, exc_info=True)
+                return True
+            if not busy:
+                return True
+            if time.monotonic() >= until:
+                log.warning(
+                    "%s of the cancelled job group %s still running after %.0fs; going on", busy, group, timeout
+                )
+                return False
+            time.sleep(_SETTLE_POLL_SECONDS)
+
+    def _busy(self, group: str) -> str:
+        """What of the group still runs ('' when nothing): a job Spark has not ended, or tasks of an ended one."""
+        tracker = self.spark.sparkContext.statusTracker()
+        jobs = tasks = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job_id)
+            if info is None or info.status == "SUCCEEDED":  # a job succeeds once every task has
+                continue
+            if info.status != "FAILED":
+                jobs += 1
+                continue
+            for stage_id in info.stageIds:
+                stage = tracker.getStageInfo(stage_id)
+                tasks += stage.numActiveTasks if stage else 0
+        return f"{jobs} job(s)" if jobs else f"{tasks} task(s)" if tasks else ""
 
     def scheduled_tasks(self, group: str) -> int:
         """Tasks the group's jobs scheduled (best effort: 0 when status tracking is unavailable, as on Connect)."""

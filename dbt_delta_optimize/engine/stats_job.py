@@ -10,6 +10,7 @@ outcome are returned as missing, for the same reason.
 from __future__ import annotations
 
 import queue
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,16 +26,20 @@ __all__ = ["run_stats_job"]
 def run_stats_job(engine: SparkEngine, tasks: Sequence[StatsTask], *, table: str) -> dict[int, Outcome]:
     """Each task's outcome by ``bin_id`` (absent: the job ended without one)."""
     events: queue.Queue[Any] = queue.Queue()
-    group = f"ddo-analyze-{id(tasks):x}"
+    group = f"ddo-analyze-{uuid.uuid4().hex[:12]}"  # unique: a cancelled group's later jobs are refused
     job = start_task_job(
         engine, tasks, group, f"analyze: stats of {len(tasks)} file(s) of {table}", events, task_runner="spark"
     )
     out: dict[int, Outcome] = {}
+    ended = False
     try:
-        while True:
+        while not ended:
             event = events.get()
-            if isinstance(event, JobEnded):
-                return out
-            out[event.bin_id] = event
+            ended = isinstance(event, JobEnded)
+            if not ended:
+                out[event.bin_id] = event
+        return out
     finally:
+        if not ended:  # interrupted while waiting (Ctrl-C): nothing of the job outlives the call
+            job.cancel()
         job.join()

@@ -89,6 +89,7 @@ class TaskJob:
         self._threads: list[threading.Thread] = []
         self._done = threading.Event()
         self._abandoned = threading.Event()
+        self._failed = False  #: Spark failed or cancelled the job: its other tasks may still be ending
 
     # ------------------------------------------------------------------ outcomes
     def _deliver(self, text: str) -> None:
@@ -152,6 +153,7 @@ class TaskJob:
             for text in results:
                 self._deliver(text)
         except BaseException as exc:  # cancelled, or Spark lost the job: bins without an outcome are the caller's
+            self._failed = True
             error = self._explain(exc)
         finally:
             self._finish(error)
@@ -180,6 +182,7 @@ class TaskJob:
                 for row in frame.toLocalIterator():
                     self._deliver(row["outcome"])
         except BaseException as exc:
+            self._failed = True
             error = self._explain(exc)
         finally:
             self._finish(error)
@@ -241,11 +244,15 @@ class TaskJob:
             self.engine.cancel(self.group)
 
     def join(self) -> None:
-        """Wait for the job's threads. After a cancel, driver threads get ``STUCK_SECONDS`` to notice it;
-        one still in a read that cannot be interrupted is left running (a daemon, logged), not waited for."""
+        """Wait for the job's threads, and for a cancelled or failed Spark job's tasks (``SparkEngine.settle``):
+        Spark ends such a job for us before it has killed its other tasks. After a cancel, driver threads get
+        ``STUCK_SECONDS`` to notice it; one still in a read that cannot be interrupted is left running (a
+        daemon, logged), not waited for."""
         if not self.in_driver or not self._stop.is_set():
             for thread in self._threads:
                 thread.join()
+            if not self.in_driver and (self._failed or self._stop.is_set()):
+                self.engine.settle(self.group)
             return
         until = time.monotonic() + STUCK_SECONDS
         for thread in self._threads:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -115,7 +116,7 @@ class SparkListing:
             start_task_job(
                 cluster.engine,
                 self.tasks,
-                f"ddo-vacuum-list-{id(self):x}",
+                f"ddo-vacuum-list-{uuid.uuid4().hex[:12]}",
                 f"vacuum: list {len(prefixes)} prefix(es) of {cluster.table}",
                 self.events,
                 task_runner="spark",
@@ -208,7 +209,7 @@ class ClusterVacuum:
         tally = _Tally()
         if tasks:
             events: queue.Queue[Any] = queue.Queue()
-            job = start_task_job(self.engine, tasks, f"ddo-vacuum-delete-{id(plan):x}",
+            job = start_task_job(self.engine, tasks, f"ddo-vacuum-delete-{uuid.uuid4().hex[:12]}",
                                  f"vacuum: delete {count.total} file(s) of {self.table}", events, task_runner="spark")  # fmt: skip
             outcomes = _Outcomes(job, events)
             try:
