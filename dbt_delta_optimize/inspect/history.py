@@ -17,19 +17,10 @@ from typing import Any
 from ..delta.actions import ADD, COMMIT_INFO, REMOVE
 from ..delta.storage import Storage, storage_for, table_uri
 from ..errors import InvalidArgumentError
-from .validate_commit_info import DELTA_RS, commit_engine, int_string
+from ..options.values import metric_int
+from .validate_commit_info import DELTA_RS, commit_engine
 
 __all__ = ["history", "last_operation", "normalize_commit"]
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return int_string(v)
 
 
 def _json(v: Any) -> Any:
@@ -70,28 +61,31 @@ def normalize_commit(version: int, actions: Sequence[Mapping[str, Any]]) -> dict
 
     files_added = files_removed = bytes_added = bytes_removed = None
     if engine == DELTA_RS or "numFilesAdded" in metrics:
-        files_added, files_removed = _int(metrics.get("numFilesAdded")), _int(metrics.get("numFilesRemoved"))
+        files_added, files_removed = (
+            metric_int(metrics.get("numFilesAdded")),
+            metric_int(metrics.get("numFilesRemoved")),
+        )
         fa, fr = _json(metrics.get("filesAdded")), _json(metrics.get("filesRemoved"))
-        bytes_added = _int(fa.get("totalSize")) if isinstance(fa, Mapping) else None
-        bytes_removed = _int(fr.get("totalSize")) if isinstance(fr, Mapping) else None
+        bytes_added = metric_int(fa.get("totalSize")) if isinstance(fa, Mapping) else None
+        bytes_removed = metric_int(fr.get("totalSize")) if isinstance(fr, Mapping) else None
     if operation == "OPTIMIZE" or "numAddedFiles" in metrics:
-        files_added = files_added if files_added is not None else _int(metrics.get("numAddedFiles"))
-        files_removed = files_removed if files_removed is not None else _int(metrics.get("numRemovedFiles"))
-        bytes_added = bytes_added if bytes_added is not None else _int(metrics.get("numAddedBytes"))
-        bytes_removed = bytes_removed if bytes_removed is not None else _int(metrics.get("numRemovedBytes"))
+        files_added = files_added if files_added is not None else metric_int(metrics.get("numAddedFiles"))
+        files_removed = files_removed if files_removed is not None else metric_int(metrics.get("numRemovedFiles"))
+        bytes_added = bytes_added if bytes_added is not None else metric_int(metrics.get("numAddedBytes"))
+        bytes_removed = bytes_removed if bytes_removed is not None else metric_int(metrics.get("numRemovedBytes"))
     # Fallback (metrics disabled, other operations): count the actions themselves.
     if files_added is None:
         files_added = len(adds)
     if files_removed is None:
         files_removed = len(removes)
     if bytes_added is None:
-        bytes_added = sum(_int(a.get("size")) or 0 for a in adds)
+        bytes_added = sum(metric_int(a.get("size")) or 0 for a in adds)
     if bytes_removed is None:
-        sizes = [_int(r.get("size")) for r in removes]
+        sizes = [metric_int(r.get("size")) for r in removes]
         bytes_removed = sum(s for s in sizes if s is not None) if all(s is not None for s in sizes) else None
 
     zorder = _string_list(params.get("zOrderBy"))
-    ts = _int(info.get("inCommitTimestamp")) or _int(info.get("timestamp"))
+    ts = metric_int(info.get("inCommitTimestamp")) or metric_int(info.get("timestamp"))
     return {
         "version": version,
         "timestamp": ts,
@@ -103,7 +97,7 @@ def normalize_commit(version: int, actions: Sequence[Mapping[str, Any]]) -> dict
         "operation": operation,
         "engine": engine,
         "engineInfo": info.get("engineInfo") or info.get("clientVersion"),
-        "readVersion": _int(info.get("readVersion")),
+        "readVersion": metric_int(info.get("readVersion")),
         "auto": _bool(params.get("auto")),
         "filesAdded": files_added,
         "filesRemoved": files_removed,
@@ -138,7 +132,7 @@ def _vacuum(operation: Any, params: Mapping[str, Any], metrics: Mapping[str, Any
     out: dict[str, Any] = {}
     for k in _VACUUM_KEYS:
         if k in found:
-            n = _int(found[k])
+            n = metric_int(found[k])
             out[k] = n if n is not None and k != "status" else found[k]
     return out
 

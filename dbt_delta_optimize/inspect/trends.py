@@ -29,6 +29,7 @@ from urllib.parse import unquote
 from ..delta.actions import parse_stats
 from ..errors import InvalidConfigError
 from ..options import REPORT_OPTIONS
+from ..options.values import metric_int
 from ..plan.analyze import Leaf, coverage_of
 from ..plan.maintenance import MAINTENANCE_OPERATIONS
 from ..plan.maintenance_history import request_count
@@ -140,16 +141,6 @@ def trend_window(days: Any) -> int:
 
 
 # --------------------------------------------------------------------------- one commit's numbers
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return None
 
 
 def _info(actions: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -166,9 +157,9 @@ def commit_seconds(info: Mapping[str, Any]) -> float | None:
     """The seconds a commit's metrics record (executionTimeMs or delta-rs's execution_time_ms, else endTimeMs -
     startTimeMs); None if none."""
     metrics = _metrics(info)
-    ms = _int(metrics.get("executionTimeMs"))
-    ms = ms if ms is not None else _int(metrics.get("execution_time_ms"))  # delta-rs's name
-    start, end = _int(metrics.get("startTimeMs")), _int(metrics.get("endTimeMs"))
+    ms = metric_int(metrics.get("executionTimeMs"))
+    ms = ms if ms is not None else metric_int(metrics.get("execution_time_ms"))  # delta-rs's name
+    start, end = metric_int(metrics.get("startTimeMs")), metric_int(metrics.get("endTimeMs"))
     if ms is None and start is not None and end is not None and end >= start:
         ms = end - start
     return ms / 1000 if ms is not None and ms >= 0 else None
@@ -182,7 +173,7 @@ def commit_requests(metrics: Mapping[str, Any]) -> int | None:
 def _retention_param(info: Mapping[str, Any]) -> int | None:
     params = info.get("operationParameters")
     params = params if isinstance(params, Mapping) else {}
-    return _int(params.get("specifiedRetentionMillis", params.get("defaultRetentionMillis")))
+    return metric_int(params.get("specifiedRetentionMillis", params.get("defaultRetentionMillis")))
 
 
 # --------------------------------------------------------------------------- the files' pass
@@ -200,12 +191,12 @@ def _before(
 ) -> _State:
     """A path's state before the window, from its first action in it (see the module doc)."""
     if remove is not None:
-        size = _int(remove.get("size")) or (_int(add.get("size")) if add is not None else None) or 0
+        size = metric_int(remove.get("size")) or (metric_int(add.get("size")) if add is not None else None) or 0
         if "stats" in remove:
             return size, _covered(remove.get("stats"), leaves)
         return size, _covered(add.get("stats"), leaves) if add is not None else True
     if add is not None and reset:
-        return _int(add.get("size")) or 0, False if op == "COMPUTE STATS" else _covered(add.get("stats"), leaves)
+        return metric_int(add.get("size")) or 0, False if op == "COMPUTE STATS" else _covered(add.get("stats"), leaves)
     return None
 
 
@@ -252,7 +243,9 @@ class _Files:
             else:
                 reset = not removes and add is not None and add.get("dataChange", True) is False
                 old = _before(removes.get(path), add, reset, op, leaves)
-            new: _State = (_int(add.get("size")) or 0, _covered(add.get("stats"), leaves)) if add is not None else None
+            new: _State = (
+                (metric_int(add.get("size")) or 0, _covered(add.get("stats"), leaves)) if add is not None else None
+            )
             self._count(old, -1)
             self._count(new, 1)
             state[path] = new
@@ -303,7 +296,9 @@ def _walk(commits: Sequence[LogCommit], inputs: TrendInputs, ends: Sequence[int]
         files.apply(c.actions, op)
         for a in c.actions:
             if (r := a.get("remove")) is not None and isinstance(r, Mapping) and "path" in r:
-                removes.append((str(r["path"]), _int(r.get("size")) or 0, _int(r.get("deletionTimestamp")) or ts))
+                removes.append(
+                    (str(r["path"]), metric_int(r.get("size")) or 0, metric_int(r.get("deletionTimestamp")) or ts)
+                )
         day = days[d]
         day.commits += 1
         seconds = commit_seconds(info)

@@ -133,3 +133,20 @@ def parse_every(value: Any, *, key: str) -> tuple[int | None, float | None]:
     if text.isdigit() and not isinstance(value, bool):
         return parse_int(text, key=key, minimum=1), None
     return None, parse_duration(value, key=key)
+
+
+def metric_int(value: Any) -> int | None:
+    """A commit metric as an integer: an int, a whole float, or one written as a string (delta-spark writes its
+    operationMetrics as strings); anything else (a flag, text) is None, so a writer's odd metric is skipped."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None

@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..options.values import metric_int
+
 __all__ = ["MAX_RUNS", "deferral_streak", "history_of", "request_count", "run_record", "runs_of"]
 
 #: Runs kept in the state file (four months of nightly runs).
@@ -22,26 +24,14 @@ _REQUEST_TOTALS = ("numRequests", "requests", "storageRequests", "numStorageRequ
 _REQUEST_RE = re.compile(r"request", re.IGNORECASE)
 
 
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str) and v.strip().isdigit():
-        return int(v)
-    return None
-
-
 def request_count(metrics: Mapping[str, Any] | None) -> int | None:
     """A request count in metrics (a total by name, else the sum of ``*request*`` counts); None when there is none."""
     if not isinstance(metrics, Mapping):
         return None
     for key in _REQUEST_TOTALS:
-        if (n := _int(metrics.get(key))) is not None:
+        if (n := metric_int(metrics.get(key))) is not None:
             return n
-    found = [n for k, v in metrics.items() if _REQUEST_RE.search(str(k)) and (n := _int(v)) is not None]
+    found = [n for k, v in metrics.items() if _REQUEST_RE.search(str(k)) and (n := metric_int(v)) is not None]
     return sum(found) if found else None
 
 
