@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import html
+import json
 import os
+import re
+import shutil
+import subprocess
 from typing import Any
 
 
@@ -186,3 +191,29 @@ def rewrite_files(inputs, output: str, fields: list[dict], *, row_tracking=None,
             )
         )
     return outcome.rows
+
+
+def chromium() -> str:
+    """The headless browser of the page tests (``make test`` installs it); a failure, never a skip, without it."""
+    import pytest
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("chromium is missing: run `make test` (its browser target installs it)")
+    return found
+
+
+def browser_probe(page: str, script: str, tmp: str) -> Any:
+    """What ``script`` (a JavaScript expression) evaluates to in a real headless browser, once ``page`` is laid out."""
+    with open(page, encoding="utf-8") as fh:
+        text = fh.read()
+    probe = f"<script>document.body.setAttribute('data-probe', JSON.stringify({script}))</script>"
+    probed = os.path.join(tmp, "probed-" + os.path.basename(page))
+    with open(probed, "w", encoding="utf-8") as fh:
+        fh.write(text.replace("</body>", probe + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom"]
+    dom = subprocess.run([chromium(), *flags, f"file://{probed}"], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    raw = re.search(r'data-probe="([^"]*)"', dom.stdout)
+    assert raw, dom.stdout[:2000]
+    return json.loads(html.unescape(raw.group(1)))

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from dbt_delta_optimize.errors import InvalidArgumentError, InvalidConfigError
 from dbt_delta_optimize.ops import maintain_runners
 from dbt_delta_optimize.ops.maintain import maintain
-from tests.helpers import data_files, log_snapshot
+from tests.helpers import browser_probe, data_files, log_snapshot
 from tests.maintenance_tables import hidden_check_tables, make_table
 
 
@@ -245,51 +245,19 @@ def test_the_previous_runs_actual_seconds_calibrate_the_prediction(tmp_path):
     assert est["seconds"] == pytest.approx(est["rawSeconds"] * min(5.0, max(0.2, factor)), rel=0.01, abs=0.002)
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail("chromium is missing: run `make test` (its browser target installs it)")
-    return found
-
-
 def test_the_project_page_in_a_real_browser(tmp_path):
     t = hidden_check_tables(str(tmp_path / "tables"))
     page = str(tmp_path / "project.html")
     out = cli("maintain", *t.values(), "--html", page, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
-    with open(page, encoding="utf-8") as fh:
-        html = fh.read()
     # what the browser reports back: rows, verdicts, and whether every chart decoded to a picture
-    probe = (
-        "<script>document.body.setAttribute('data-probe', JSON.stringify({"
-        "rows: [...document.querySelectorAll('tr.table-row')].map(r => [r.dataset.table,"
+    seen = browser_probe(
+        page,
+        "{rows: [...document.querySelectorAll('tr.table-row')].map(r => [r.dataset.table,"
         " r.querySelector('.verdict').textContent]),"
-        "images: [...document.images].map(i => [i.id, i.complete, i.naturalWidth])}))</script>"
+        "images: [...document.images].map(i => [i.id, i.complete, i.naturalWidth])}",
+        str(tmp_path),
     )
-    probed = str(tmp_path / "probed.html")
-    with open(probed, "w", encoding="utf-8") as fh:
-        fh.write(html.replace("</body>", probe + "</body>"))
-    dom = subprocess.run(
-        [
-            _chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            f"file://{probed}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    import html as html_lib
-    import re
-
-    raw = re.search(r'data-probe="([^"]*)"', dom.stdout)
-    assert raw, dom.stdout[:2000]
-    seen = json.loads(html_lib.unescape(raw.group(1)))
     verdicts = {name: verdict for name, verdict in seen["rows"]}
     assert list(verdicts)[:2] == [t["A"], t["B"]] and list(verdicts)[-1] == t["C"]  # rank order
     # compacted, vacuumed, analyzed by this run

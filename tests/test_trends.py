@@ -10,10 +10,8 @@ today are the data files on disk that are not live.
 from __future__ import annotations
 
 import datetime
-import html as html_lib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +26,7 @@ from dbt_delta_optimize.inspect.health import health_report
 from dbt_delta_optimize.inspect.table_trends import table_trends
 from dbt_delta_optimize.inspect.trends import DAY_MS
 from dbt_delta_optimize.ops.analyze import analyze
-from tests.helpers import data_files
+from tests.helpers import browser_probe, data_files
 from tests.maintenance_tables import make_table
 
 SMALL = 1000  #: the small-file threshold the trends are asked for (between the fixture's sizes)
@@ -248,41 +246,6 @@ def cli(*args: str, cwd: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail("chromium is missing: run `make setup` (the browser target installs it)")
-    return found
-
-
-def probe(page: str, script: str, tmp: str) -> dict:
-    """What ``script`` (an expression) evaluates to in a real headless browser, once the page is laid out."""
-    with open(page, encoding="utf-8") as fh:
-        text = fh.read()
-    probe = f"<script>document.body.setAttribute('data-probe', JSON.stringify({script}))</script>"
-    probed = os.path.join(tmp, "probed-" + os.path.basename(page))
-    with open(probed, "w", encoding="utf-8") as fh:
-        fh.write(text.replace("</body>", probe + "</body>"))
-    dom = subprocess.run(
-        [
-            _chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            f"file://{probed}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    raw = re.search(r'data-probe="([^"]*)"', dom.stdout)
-    assert raw, dom.stdout[:2000]
-    return json.loads(html_lib.unescape(raw.group(1)))
-
-
 SPARKS = (
     "[...document.querySelectorAll('svg.spark')].map(s => [s.dataset.metric,"
     " Math.round(s.getBoundingClientRect().width), s.querySelectorAll('polyline').length,"
@@ -307,7 +270,7 @@ def test_the_pages_show_the_trends_reclaim_dates_and_deferral_streaks_in_a_brows
         assert len(json.load(fh)["history"]) == 2
     h = report[root]["trends"]
     assert h["days"] == 30 and h["nextReclaim"]["bytes"] > 0
-    seen = probe(
+    seen = browser_probe(
         page,
         "{rows: [...document.querySelectorAll('tr.table-row')].map(r => [r.dataset.table,"
         " r.querySelector('td.streak').textContent, r.querySelector('td.tombstones').textContent,"
@@ -328,7 +291,7 @@ def test_the_pages_show_the_trends_reclaim_dates_and_deferral_streaks_in_a_brows
     out = cli("health", root, "--html", health_page, "--trend-days", "30", "--min-file-size", "1000", cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert f"reclaimable on {due}" in out.stdout
-    seen = probe(
+    seen = browser_probe(
         health_page,
         "{metrics: [...document.querySelectorAll('#trends tr[data-metric]')].map(r => [r.dataset.metric,"
         " r.cells[3].textContent]), next: document.getElementById('next-reclaim').textContent, sparks: " + SPARKS + "}",
