@@ -140,6 +140,24 @@ def test_concurrent_results_keep_every_entry(tmp_path):
     assert os.listdir(tmp_path) == ["delta_optimize_results.json"]
 
 
+def test_the_writability_check_never_creates_or_removes_the_file_itself(tmp_path, monkeypatch):
+    """The results file's probe raced a concurrent writer: it created the missing file, a second thread's
+    ``os.replace`` put its record there, and the probe's removal deleted it (CI lost 1 record of 200)."""
+    from dbt_delta_optimize.ops import outputs
+
+    target = tmp_path / "delta_optimize_results.json"
+    touched: list[str] = []
+    real_remove, real_open = os.remove, os.open
+    monkeypatch.setattr(outputs.os, "remove", lambda p: (touched.append(str(p)), real_remove(p))[1])
+    monkeypatch.setattr(outputs.os, "open", lambda p, *a: (touched.append(str(p)), real_open(p, *a))[1])
+    assert outputs.check_output(str(target), option="--x") == str(target)
+    assert touched and str(target) not in touched and not target.exists()
+    assert os.listdir(tmp_path) == []
+    target.write_text("[1]")  # an existing file is opened for appending, left as it was
+    outputs.check_output(str(target), option="--x")
+    assert target.read_text() == "[1]" and os.listdir(tmp_path) == [target.name]
+
+
 def test_results_file_holds_the_current_invocation_only(tmp_path):
     from dbt_delta_optimize.dbt.bridge import Bridge
 

@@ -4,13 +4,15 @@ A report that cannot be written after the work is work done and then lost, and a
 the end: every front end checks its output paths here first, and refuses with one ``OutputPathError``
 (exit 2) naming the option, the path and the fix. The check really tries: ``os.access`` says yes to
 root everywhere (``/proc``, a read-only mount), so the file is opened for appending (nothing written)
-or created and removed again.
+or, when missing, a sibling of our own is created and removed (never the path itself: another writer
+may be putting it there at that moment).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import uuid
 
 from ..errors import OutputPathError
 
@@ -26,13 +28,20 @@ def _reason(exc: OSError) -> str:
 
 
 def _probe(full: str) -> None:
-    """Open ``full`` as a write would, without changing it: append to an existing file, else create and remove it."""
+    """Open ``full`` as a write would, without changing it or anything another writer may put there.
+
+    An existing file is opened for appending (nothing written). A missing one is never created: a
+    sibling of our own (``<name>.<random>.probe``, as long as the writers' temporary files) is created
+    and removed. Creating and removing ``full`` itself would race a concurrent writer (dbt's threads
+    append results through ``os.replace``): the removal could delete the file it had just put there.
+    """
     if os.path.exists(full):
         with open(full, "ab"):
             return
-    fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    sibling = f"{full}.{uuid.uuid4().hex[:12]}.probe"
+    fd = os.open(sibling, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     os.close(fd)
-    os.remove(full)
+    os.remove(sibling)
 
 
 def check_output(path: str, *, option: str, make_folder: bool = False) -> str:
