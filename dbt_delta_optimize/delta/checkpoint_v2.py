@@ -77,8 +77,9 @@ def all_null(row_group: Any, leaf: str) -> bool:
 
 
 def _parquet_sidecars(storage: Storage, path: str) -> list[str]:
-    """The sidecar files a Parquet checkpoint names (only row groups whose statistics allow one are read)."""
-    import pyarrow.compute as pc
+    """The sidecar files a Parquet checkpoint names (only row groups whose statistics allow one are read).
+
+    Nulls are dropped in Python, not with ``pyarrow.compute`` (a tenth of a fresh VACUUM's imports)."""
     import pyarrow.parquet as pq
 
     with storage.open_input(path) as fh:
@@ -89,7 +90,7 @@ def _parquet_sidecars(storage: Storage, path: str) -> list[str]:
         if not groups:
             return []
         column = pf.read_row_groups(groups, columns=["sidecar"], use_threads=False).column(0)
-        return [r["path"] for r in column.filter(pc.is_valid(column)).to_pylist()]
+        return [r["path"] for r in column.to_pylist() if r is not None]
 
 
 def checkpoint_files(storage: Storage, root: str, names: Iterable[str]) -> CheckpointFiles:
