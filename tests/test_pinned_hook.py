@@ -144,3 +144,21 @@ def test_the_post_hook_after_its_pre_hook_lists_once_and_reads_the_new_commit(sp
     assert r["auto_compact"]["requests"]["total"] == 2, r["auto_compact"]["requests"]  # the post-hook's own
     assert fresh["status"] == "skipInsufficientFiles" and fresh["auto_compact"]["triggeringVersions"] == [9], fresh
     assert len(loaded) >= 10, loaded  # the whole log: a listing and its ten commits
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_list_after_lists_the_names_after_one_and_stops_below_another(where, s3, tmp_path):
+    from dbt_delta_optimize.delta.storage import join, storage_for
+
+    _, root = s3
+    base = str(tmp_path) if where == "local" else f"{root}/dir"
+    storage = storage_for(base)
+    for name in ["00001.json", "00002.checkpoint.parquet", "00002.json", "00003.json", "_last", "_side/x.parquet"]:
+        if where == "local":
+            storage.makedirs(join(base, name.rsplit("/", 1)[0]) if "/" in name else base)
+        storage.write_bytes(join(base, name), name.encode())
+    found = storage.list_after(base, "00001.json", below="_")
+    assert [f.path for f in found] == ["00002.checkpoint.parquet", "00002.json", "00003.json"]
+    assert [f.size for f in found] == [len(f.path) for f in found] and all(f.mtime_ms > 0 for f in found)
+    assert [f.path for f in storage.list_after(base, "00003.json")] == ["_last"]  # folders' contents are not listed
+    assert storage.list_after(base, "zzz") == []
