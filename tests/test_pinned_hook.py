@@ -162,3 +162,22 @@ def test_list_after_lists_the_names_after_one_and_stops_below_another(where, s3,
     assert [f.size for f in found] == [len(f.path) for f in found] and all(f.mtime_ms > 0 for f in found)
     assert [f.path for f in storage.list_after(base, "00003.json")] == ["_last"]  # folders' contents are not listed
     assert storage.list_after(base, "zzz") == []
+
+
+def test_a_log_the_load_refuses_still_pins_its_version_and_keeps_nothing(s3):
+    """The pre-hook must not lose the run's start: a damaged commit is the post-hook's to report."""
+    import obstore
+
+    from dbt_delta_optimize.delta.storage import storage_for
+    from dbt_delta_optimize.ops.table import PinnedSnapshots, pin_version
+
+    _, root = s3
+    url = f"{root}/bad"
+    _append(url, 3)
+    obstore.put(storage_for(url)._store, f"bad/_delta_log/{2:020d}.json", b"{not json\n")
+    pinned = PinnedSnapshots()
+    assert pin_version(url, pinned) == 2 and len(pinned) == 0
+    assert pin_version(f"{root}/nothing-here", pinned) == -1 and len(pinned) == 0
+    assert pin_version(f"{root}/t-ok", pinned) == -1
+    _append(f"{root}/t-ok", 2)
+    assert pin_version(f"{root}/t-ok", pinned) == 1 and len(pinned) == 1

@@ -154,7 +154,7 @@ def pin_version(
     """A pre-hook's version of the table (-1: no Delta table there yet). On an object store the table is opened
     (one listing, its log read concurrently) and its snapshot kept in ``pinned`` for the post-hook; a local
     table's log is only listed (reading it again costs no round trip)."""
-    from ..errors import NotADeltaTableError, TableNotFoundError
+    from ..errors import DeltaOptimizeError, NotADeltaTableError, TableNotFoundError
 
     name = check_table(table)
     location = Target(name, storage_options).location(Session(spark))
@@ -164,6 +164,8 @@ def pin_version(
         handle = open_table(location, spark=spark, storage_options=storage_options)
     except (NotADeltaTableError, TableNotFoundError):  # no table (or no log) there yet
         return -1
+    except DeltaOptimizeError:  # a log the load refuses still pins the run's commits: the post-hook says why
+        return table_version(location, storage_options=storage_options)
     pinned.pin(Table(name, location, storage_options, handle.snapshot))
     return handle.version
 
