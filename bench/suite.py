@@ -13,6 +13,7 @@ in FILE from this run's output.
     .venv/bin/python bench/suite.py --only local,s3    # some of it
     .venv/bin/python bench/suite.py --only latency     # object stores behind a 0 and 20 ms delay line
     .venv/bin/python bench/suite.py --only imports     # each CLI command's imports in a fresh process (a minute)
+    .venv/bin/python bench/suite.py --only maintain_latency   # maintain --dry-run over 50 tables vs 1 at 20 ms
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _latency(store: str, op: str, key: str, rtt_ms: float = 20.0) -> Callable[[A
 
     def pick(r: Any) -> float:
         c = next(c for c in r["cases"] if (c["store"], c["op"], c["rtt_ms"]) == (store, op, rtt_ms))
-        return float(c["ours"]["requests"] if key == "requests" else c[key])
+        return float(c["ours"][key] if key in ("requests", "critical_path") else c[key])
 
     return pick
 
@@ -264,6 +265,21 @@ METRICS = [
         11,
     ),
     Metric(
+        "latency_s3_posthook_round_trips",
+        "latency",
+        "S3 (moto) at a 20 ms round trip, a skipping post-hook after its pre-hook: round trips (not a ratio)",
+        _latency("s3", "posthook", "critical_path"),
+        3,
+    ),
+    Metric(
+        "maintain_s3_50_vs_1",
+        "maintain_latency",
+        "S3 (moto) at a 20 ms round trip, maintain --dry-run over 50 tables / over 1, fresh processes",
+        lambda r: next(c for c in r["cases"] if (c["store"], c["rtt_ms"]) == ("s3", 20.0))["many_vs_one"],
+        5.0,
+        lambda r: next(c for c in r["cases"] if (c["store"], c["rtt_ms"]) == ("s3", 20.0))["per_repeat"],
+    ),
+    Metric(
         "latency_s3_optimize_vs_delta_rs_0ms",
         "latency",
         "S3 (moto), no added latency, optimize CLI / delta-rs compact, fresh processes",
@@ -357,6 +373,7 @@ BENCHES: dict[str, list[str]] = {
     "s3_server_copy": ["s3_server_copy.py", "--repeats", "3", "--azure"],
     "latency": ["latency.py", "--rtt-ms", "0,20", "--files", "50"],
     "imports": ["imports.py", "--repeats", "5"],
+    "maintain_latency": ["maintain_latency.py", "--tables", "50", "--rtt-ms", "20", "--repeats", "3"],
 }
 
 

@@ -20,6 +20,7 @@ from urllib.parse import unquote
 from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
 from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata
 from .checkpoint_v2 import checkpoint_files, choose_checkpoint
+from .file_info import Listed
 from .log_files import SmallLogFiles, small_log_files
 from .storage import LocalStorage, Storage, join
 
@@ -85,6 +86,9 @@ class LogCache:
     files: Storage
     budget: int = 64 << 20
     commits: dict[int, bytes] = field(default_factory=dict, repr=False)
+    #: each listed commit's (modification time in ms, size, entity tag) where the listing gave them (a store's):
+    #: ``advanced`` tells by it that the log it lists on from is the one listed here, not a table made anew
+    stamps: dict[int, tuple[int, int, str | None]] = field(default_factory=dict, repr=False)
     _reading: dict[int, Future[bytes]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -98,7 +102,31 @@ class LogCache:
         found, folders = storage.list_top(log_dir, lambda name: False)
         listing = log_listing([*(f.path for f in found if not f.is_dir), *folders], root)
         files.sizes.update({join(log_dir, f.path): f.size for f in found if not f.is_dir})
-        return cls(storage, root, listing, files)
+        return cls(storage, root, listing, files, stamps=_stamps(found))
+
+    def advanced(self, storage: Storage | None = None) -> LogCache | None:
+        """This log moved on to its latest version by one listing that starts at its last commit (S3's
+        ``start-after``): the new commits are listed, the commits and checkpoint files read so far are kept
+        (read through ``storage``, e.g. a view with a request counter of its own). None when it cannot be moved
+        on: the listing gave no modification times (a local log), the last commit is not there as it was listed
+        (the table made anew, the log cleaned up), or the new commits have a gap: then load it anew."""
+        latest = self.listing.latest
+        if latest not in self.stamps or not self.listing.commits or self.listing.commits[-1] != latest:
+            return None
+        storage = storage if storage is not None else self.storage
+        after = f"{latest - 1:020d}.json" if latest > 0 else ""  # the last commit itself is listed again
+        found = storage.list_after(join(self.root, LOG_DIR), after, below="_")
+        stamps = _stamps(found)
+        if stamps.get(latest) != self.stamps[latest]:
+            return None
+        new = sorted(v for v in stamps if v > latest)
+        if new != list(range(latest + 1, latest + 1 + len(new))):
+            return None
+        files = self.files.over(storage) if isinstance(self.files, SmallLogFiles) else storage
+        listing = LogListing((*self.listing.commits, *new), dict(self.listing.checkpoints))
+        with self._lock:
+            kept = dict(self.commits)
+        return LogCache(storage, self.root, listing, files, self.budget, kept, stamps={**self.stamps, **stamps})
 
     def read(self, version: int) -> bytes:
         """One commit's bytes: kept, or read (a missing one is a TableNotFoundError naming it) and kept. A read
@@ -131,6 +159,13 @@ class LogCache:
     def commit_bytes(self, versions: Sequence[int]) -> Iterator[tuple[int, bytes]]:
         """(version, bytes) in order, the ones not kept read concurrently (``in_order``)."""
         return zip(versions, in_order(self.read, versions, threads=read_threads(self.storage)))
+
+
+def _stamps(found: Iterable[Listed]) -> dict[int, tuple[int, int, str | None]]:
+    """Commit version -> (modification time in ms, size, entity tag) of the commits among listed files."""
+    return {
+        int(m.group(1)): (f.mtime_ms, f.size, f.etag) for f in found if not f.is_dir and (m := _COMMIT_RE.match(f.path))
+    }
 
 
 def commit_path(root: str, version: int) -> str:

@@ -534,12 +534,40 @@ class ObjectStorage:
         self._counts.more_pages(len(top["objects"]) + len(top["common_prefixes"]))
         strip = len(prefix)
         files = [
-            Listed(name, int(o["size"]), int(o["last_modified"].timestamp() * 1000))
+            Listed(name, int(o["size"]), int(o["last_modified"].timestamp() * 1000), etag=o.get("e_tag"))
             for o in top["objects"]
             if not skip(name := o["path"][strip:])
         ]
         folders = [f for p in top["common_prefixes"] if not skip(f := p.rstrip("/")[strip:])]
         return files, folders
+
+    def list_after(self, path: str, after: str, *, below: str | None = None) -> list[Listed]:
+        """One listing from ``after`` on (S3 ``start-after``; elsewhere obstore filters what the store lists),
+        read page by page until a name reaches ``below``."""
+        import obstore
+
+        key = self.key(path).rstrip("/")
+        prefix = (key + "/") if key else ""
+        pages = self._counts.pages()
+        found: list[Listed] = []
+        try:
+            for chunk in obstore.list(self._store, prefix, offset=prefix + after, chunk_size=1000):
+                pages.got(len(chunk))
+                names = [(m, m["path"][len(prefix) :]) for m in chunk]
+                found.extend(
+                    Listed(n, int(m["size"]), int(m["last_modified"].timestamp() * 1000), etag=m.get("e_tag"))
+                    for m, n in names
+                    if "/" not in n and n > after and (below is None or n < below)
+                )
+                if below is not None and any(n >= below for _, n in names):
+                    break
+        except InvalidArgumentError:
+            raise
+        except Exception as exc:
+            raise self._fail(exc, path) from None
+        finally:
+            pages.close()
+        return sorted(found, key=lambda f: f.path)
 
     def delete_many(self, paths: Sequence[str]) -> int:
         """obstore's bulk delete (S3 DeleteObjects of up to 1,000 keys; one request per key elsewhere),

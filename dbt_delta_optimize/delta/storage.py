@@ -105,6 +105,12 @@ class Storage(TypingProtocol):
         has them), and the names of the folders it would enter (a listing split by top-level prefix)."""
         ...
 
+    def list_after(self, path: str, after: str, *, below: str | None = None) -> list[Listed]:
+        """The files directly under ``path`` whose names sort after ``after`` (and before ``below``), sorted,
+        with size and modification time: one listing that starts there (S3's ``start-after``), so a reader
+        that knows the log up to a version lists only what came since."""
+        ...
+
     def delete_many(self, paths: Sequence[str]) -> int:
         """Delete files (batched: S3 DeleteObjects, parallel elsewhere); missing ones are skipped.
         Returns how many were deleted (on object stores, how many were asked: a store does not say)."""
@@ -326,6 +332,10 @@ class LocalStorage:
             return [], []
         found = [f for e in entries if not skip(e.name) and (f := _listed(e, e.name)) is not None]
         return found, [f.path for f in found if f.is_dir]
+
+    def list_after(self, path: str, after: str, *, below: str | None = None) -> list[Listed]:
+        found, _ = self.list_top(path, lambda name: name <= after or (below is not None and name >= below))
+        return sorted((f for f in found if not f.is_dir), key=lambda f: f.path)
 
     def delete_many(self, paths: Sequence[str]) -> int:
         local = [local_path(p) for p in paths]

@@ -16,7 +16,17 @@ from urllib.parse import unquote
 
 from .checkpoint_v2 import checkpoint_files
 from .in_commit_timestamps import in_commit_timestamp
-from .log import LOG_DIR, LogListing, commit_path, in_order, log_listing, parse_commit, read_commit, read_threads
+from .log import (
+    LOG_DIR,
+    LogCache,
+    LogListing,
+    commit_path,
+    in_order,
+    log_listing,
+    parse_commit,
+    read_commit,
+    read_threads,
+)
 from .log_files import SmallLogFiles, small_log_files
 from .storage import Storage, join
 
@@ -126,10 +136,25 @@ class LogReads:
     _bytes: dict[int, bytes] = field(default_factory=dict)
     _actions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     _tombstones: dict[int, list[LogFile]] = field(default_factory=dict)
+    #: a snapshot's load's reads of the log (``LogCache``), when these reads go on from them: its commits
+    #: are not read again, the others are read through it
+    _cache: LogCache | None = None
 
     def __post_init__(self) -> None:
         # On a store the listing's sizes let a small checkpoint be read in one request, once (``log_files``).
         self.storage = small_log_files(self.storage)
+
+    @classmethod
+    def over(cls, cache: LogCache, *, keep_actions: bool = False) -> LogReads:
+        """The reads that go on from a snapshot's load: its listing (with each commit's modification time, which
+        a store's listing gave: ``LogCache.stamps``), its checkpoint files and commits, none read again."""
+        mtimes = {v: stamp[0] for v, stamp in cache.stamps.items()}
+        return cls(cache.files, cache.root, keep_actions, _listing=cache.listing, _mtimes=mtimes, _cache=cache)
+
+    def _read(self, version: int) -> bytes:
+        if self._cache is not None:
+            return self._cache.read(version)
+        return self.storage.read_bytes(commit_path(self.root, version))
 
     def listing(self) -> LogListing:
         """The log's commits and checkpoints, from one listing that also gives each commit's modification
@@ -154,7 +179,7 @@ class LogReads:
         """A commit's bytes (kept for ``actions`` unless ``keep`` is off: a read of many commits)."""
         data = self._bytes.get(version)
         if data is None:
-            data = self.storage.read_bytes(commit_path(self.root, version))
+            data = self._read(version)
             if keep:
                 self._bytes[version] = data
         return data
@@ -167,7 +192,7 @@ class LogReads:
             return found
         data = self._bytes.pop(version, None)
         if data is None:
-            data = self.storage.read_bytes(commit_path(self.root, version))
+            data = self._read(version)
         parsed = parse_commit(data, self.root, version)
         if self.keep_actions:
             self._actions[version] = parsed
