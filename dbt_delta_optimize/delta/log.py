@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +21,7 @@ from urllib.parse import unquote
 from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
 from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata
 from .checkpoint_v2 import checkpoint_files, choose_checkpoint
+from .file_info import Listed
 from .log_files import SmallLogFiles, small_log_files
 from .storage import LocalStorage, Storage, join
 
@@ -85,6 +87,11 @@ class LogCache:
     files: Storage
     budget: int = 64 << 20
     commits: dict[int, bytes] = field(default_factory=dict, repr=False)
+    #: the listing's files (name -> size and modification time) and folders under ``_delta_log``, and the log
+    #: files this run wrote or read since (``note``): what expired log cleanup plans from, without listing
+    #: again. None when the listing gave names only (a local table: listing it again costs nothing).
+    entries: dict[str, Listed] | None = field(default=None, repr=False)
+    folders: tuple[str, ...] = ()
     _reading: dict[int, Future[bytes]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -98,7 +105,24 @@ class LogCache:
         found, folders = storage.list_top(log_dir, lambda name: False)
         listing = log_listing([*(f.path for f in found if not f.is_dir), *folders], root)
         files.sizes.update({join(log_dir, f.path): f.size for f in found if not f.is_dir})
-        return cls(storage, root, listing, files)
+        entries = {f.path: f for f in found if not f.is_dir}
+        return cls(storage, root, listing, files, entries=entries, folders=tuple(folders))
+
+    def note(self, name: str, data: bytes | int, *, version: int | None = None) -> None:
+        """A file this run wrote (or a winner's commit it read) under ``_delta_log``: its size, modified now; a
+        commit's bytes (``version``) are kept too, as it never changes."""
+        size = data if isinstance(data, int) else len(data)
+        if version is not None and not isinstance(data, int) and version not in self.commits and size <= self.budget:
+            self.commits[version] = data
+            self.budget -= size
+        if self.entries is not None:
+            self.entries[name] = Listed(name, size, int(time.time() * 1000))
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Log files deleted since the listing (expired log cleanup)."""
+        if self.entries is not None:
+            for name in names:
+                self.entries.pop(name, None)
 
     def read(self, version: int) -> bytes:
         """One commit's bytes: kept, or read (a missing one is a TableNotFoundError naming it) and kept. A read
