@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from typing import Any
 from urllib.parse import unquote
 
@@ -223,8 +224,6 @@ def test_expired_tombstones_and_txns_are_left_out(tmp_path):
         }
     )
     assert dt.version() == 10
-    import time
-
     time.sleep(1.2)
     for i in range(9):
         write_deltalake(p, pa.table({"id": [300 + i], "part": ["x"]}), mode="append")
@@ -377,3 +376,31 @@ def test_our_checkpoint_of_a_delta_spark_table_with_dvs_row_tracking_and_column_
     ids = [r[3] for r in _triples(spark, only)]
     assert len(ids) == len(set(ids)) == len(before) + 1
     assert rows_spark(spark, only, ["id"]) == sorted([(r[0],) for r in before] + [(9999,)], key=_key)
+
+
+def test_a_later_batch_of_one_run_checkpoints_from_the_same_snapshot(tmp_path):
+    """Two commits of one run on one snapshot (``commit_every``): the second, on a checkpoint version, takes
+    the first from the run's log cache (not the store) and checkpoints both."""
+    p = str(tmp_path / "t")
+    _deltars_table(p)
+    for i in range(9):
+        write_deltalake(p, pa.table({"id": [600 + i], "part": ["y"]}), mode="append")
+    snap = load_snapshot(p)
+    assert snap.version == 18
+    x = [f for f in snap.files if f.partition_values.get("part") == "x"]
+    first = OurTransaction(snap)
+    first.track_read(x[:2])
+    now = int(time.time() * 1000)
+    a = first.commit([x[0].remove(now), x[1].remove(now)], "DELETE", {})
+    assert a.version == 19 and a.checkpoint_version is None
+
+    class NoReads(LocalStorage):
+        def read_bytes(self, path: str) -> bytes:
+            raise AssertionError(f"read {path}: the run's own commit is in its log cache")
+
+    second = OurTransaction(snap, storage=NoReads(), ours=[19])
+    second.track_read(x[2:3])
+    b = second.commit([x[2].remove(now)], "DELETE", {})
+    assert b.version == 20 and b.rebased_over == (19,) and b.checkpoint_version == 20 and _ours(p, 20)
+    got = assert_checkpoint_is_the_replay(p, 20)
+    assert {x[0].path, x[1].path, x[2].path} <= {k[0] for k in got["remove"]}
