@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -89,6 +90,11 @@ class LogCache:
     #: each listed commit's (modification time in ms, size, entity tag) where the listing gave them (a store's):
     #: ``advanced`` tells by it that the log it lists on from is the one listed here, not a table made anew
     stamps: dict[int, tuple[int, int, str | None]] = field(default_factory=dict, repr=False)
+    #: the listing's files (name -> size and modification time) and folders under ``_delta_log``, and the log
+    #: files this run wrote or read since (``note``): what expired log cleanup plans from, without listing
+    #: again. None when the listing gave names only (a local table: listing it again costs nothing).
+    entries: dict[str, Listed] | None = field(default=None, repr=False)
+    folders: tuple[str, ...] = ()
     _reading: dict[int, Future[bytes]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -102,7 +108,8 @@ class LogCache:
         found, folders = storage.list_top(log_dir, lambda name: False)
         listing = log_listing([*(f.path for f in found if not f.is_dir), *folders], root)
         files.sizes.update({join(log_dir, f.path): f.size for f in found if not f.is_dir})
-        return cls(storage, root, listing, files, stamps=_stamps(found))
+        entries = {f.path: f for f in found if not f.is_dir}
+        return cls(storage, root, listing, files, stamps=_stamps(found), entries=entries, folders=tuple(folders))
 
     def advanced(self, storage: Storage | None = None) -> LogCache | None:
         """This log moved on to its latest version by one listing that starts at its last commit (S3's
@@ -127,6 +134,22 @@ class LogCache:
         with self._lock:
             kept = dict(self.commits)
         return LogCache(storage, self.root, listing, files, self.budget, kept, stamps={**self.stamps, **stamps})
+
+    def note(self, name: str, data: bytes | int, *, version: int | None = None) -> None:
+        """A file this run wrote (or a winner's commit it read) under ``_delta_log``: its size, modified now; a
+        commit's bytes (``version``) are kept too, as it never changes."""
+        size = data if isinstance(data, int) else len(data)
+        if version is not None and not isinstance(data, int) and version not in self.commits and size <= self.budget:
+            self.commits[version] = data
+            self.budget -= size
+        if self.entries is not None:
+            self.entries[name] = Listed(name, size, int(time.time() * 1000))
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Log files deleted since the listing (expired log cleanup)."""
+        if self.entries is not None:
+            for name in names:
+                self.entries.pop(name, None)
 
     def read(self, version: int) -> bytes:
         """One commit's bytes: kept, or read (a missing one is a TableNotFoundError naming it) and kept. A read

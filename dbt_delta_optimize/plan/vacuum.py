@@ -23,6 +23,7 @@ from urllib.parse import unquote
 from ..delta.file_info import Listed
 from ..delta.paths import is_absolute, is_inside
 from ..delta.vacuum_log import LogFile
+from ..options.values import parse_interval_ms
 
 __all__ = [
     "LITE_REFUSAL",
@@ -100,35 +101,6 @@ class VacuumPlan:
 
 
 # ----------------------------------------------------------------------------- durations
-_INTERVAL_UNITS = {
-    "millisecond": 1,
-    "second": 1000,
-    "minute": 60 * 1000,
-    "hour": HOUR_MS,
-    "day": DAY_MS,
-    "week": 7 * DAY_MS,
-}
-
-
-def parse_interval_ms(text: str) -> int:
-    """Milliseconds of a Delta table property interval such as ``interval 7 days`` (``DeltaConfigs.getMilliSeconds``).
-
-    Months and years are refused by delta-spark for these properties too (they have no fixed length).
-    """
-    words = str(text).strip().lower().split()
-    if words and words[0] == "interval":
-        words = words[1:]
-    if not words or len(words) % 2:
-        raise ValueError(f"not an interval: {text!r}")
-    total = 0
-    for number, unit in zip(words[::2], words[1::2]):
-        unit = unit.rstrip("s") if unit not in ("ms",) else "millisecond"
-        if unit not in _INTERVAL_UNITS:
-            raise ValueError(f"not an interval: {text!r}")
-        total += round(float(number) * _INTERVAL_UNITS[unit])
-    return total
-
-
 _RETAIN_UNITS = {"ms": 1, "s": 1000, "m": 60 * 1000, "h": HOUR_MS, "d": DAY_MS, "w": 7 * DAY_MS}
 _RETAIN_WORDS = {"hour": "h", "hours": "h", "day": "d", "days": "d", "minute": "m", "minutes": "m"}
 
