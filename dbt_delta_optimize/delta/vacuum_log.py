@@ -69,18 +69,6 @@ def dv_relative_path(dv: Mapping[str, Any] | None) -> str | None:
     return f"{prefix}/{name}" if prefix else name
 
 
-def _log_file(action: Mapping[str, Any], *, deletion: bool) -> LogFile:
-    dv = action.get("deletionVector")
-    ts = int(action.get("deletionTimestamp") or 0) if deletion else 0
-    return LogFile(
-        str(action["path"]),
-        int(action.get("size") or 0),
-        ts,
-        dv_relative_path(dv),
-        int(dv.get("sizeInBytes") or 0) if dv else 0,
-    )
-
-
 @dataclass
 class LogFiles:
     """Files the log names, as columns: one list per field and no object per file (a compaction's 10,000
