@@ -250,7 +250,7 @@ def local_case(n: int, partitions: int, repeats: int, spark: bool, work: str) ->
         print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     out: dict[str, object] = {
-        "case": "local", "files": n, "partitions": partitions, "median_s": med, **_ratios(med),
+        "case": "local", "files": n, "partitions": partitions, "median_s": med, "times_s": times, **_ratios(med),
     }  # fmt: skip
     out["cli_vs_delta_rs"] = med["ours_cli_fresh"] / med["delta_rs_full_fresh"]
     out["cli_vs_delta_rs_default"] = med["ours_cli_fresh"] / med["delta_rs_default_fresh"]
