@@ -58,9 +58,10 @@ LITE_REFUSAL = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
-    """One path VACUUM deletes (relative to the root), its size and why."""
+    """One path VACUUM deletes (relative to the root), its size and why (slots: no dict per deleted file, half
+    the objects the garbage collector counts while a 10,000-file plan is made)."""
 
     path: str
     size: int
