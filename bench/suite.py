@@ -199,6 +199,19 @@ METRICS = [
         lambda r: _case(r, "local")["cli_vs_delta_rs"],
         1.0,
     ),
+    *(
+        Metric(
+            f"vacuum_cli_{mode}_vs_delta_rs_{theirs}",
+            "vacuum",
+            f"VACUUM of 10,000 files compacted in 100 partitions, our CLI --mode {mode} / delta-rs "
+            f"{'vacuum(full=True)' if theirs == 'full' else 'default vacuum'}, fresh processes (issue 45)",
+            lambda r, o=ours, t=theirs: _case(r, "local")[f"fresh_{o}_vs_delta_rs_{t}"],
+            target,
+            _per_repeat(f"{ours}_fresh", f"delta_rs_{theirs}_fresh", "local"),
+        )
+        for mode, ours in (("full", "ours_cli"), ("lite", "ours_cli_lite"))
+        for theirs, target in (("full", 0.8), ("default", 1.0))
+    ),
     Metric(
         "vacuum_vs_delta_spark",
         "vacuum",
@@ -369,7 +382,18 @@ BENCHES: dict[str, list[str]] = {
     "dbt_hook": ["dbt_hook.py", "--repeats", "3"],
     "row_group_copy": ["row_group_copy.py", "--repeats", "3"],
     "analyze": ["analyze.py", "--repeats", "3"],
-    "vacuum": ["vacuum.py", "--files", "10000", "--s3-files", "5000", "--repeats", "3", "--spark"],
+    "vacuum": [
+        "vacuum.py",
+        "--files",
+        "10000",
+        "--partitions",
+        "100",
+        "--s3-files",
+        "5000",
+        "--repeats",
+        "5",
+        "--spark",
+    ],
     "s3_server_copy": ["s3_server_copy.py", "--repeats", "3", "--azure"],
     "latency": ["latency.py", "--rtt-ms", "0,20", "--files", "50"],
     "imports": ["imports.py", "--repeats", "5"],
