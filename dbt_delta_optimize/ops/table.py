@@ -157,7 +157,10 @@ def pin_version(
     from ..errors import DeltaOptimizeError, NotADeltaTableError, TableNotFoundError
 
     name = check_table(table)
-    location = Target(name, storage_options).location(Session(spark))
+    try:
+        location = Target(name, storage_options).location(Session(spark))
+    except (NotADeltaTableError, TableNotFoundError):  # a catalog name with no table yet: the run creates it
+        return -1
     if isinstance(storage_of(location, storage_options), LocalStorage):
         return table_version(location, storage_options=storage_options)
     try:
