@@ -225,9 +225,12 @@ def _outside(snapshot: Snapshot, delete_before: int, reads: LogReads) -> int | N
 
 def _walk(table: Table) -> Iterator[Listed]:
     columns = table.snapshot.partition_columns
-    # hidden names are not entered, but `.name.crc` sidecars are seen (deleted with their files)
+    # hidden names are not entered, but `.name.crc` sidecars are seen (deleted with their files); asked once per
+    # listed name, so a name that starts with neither '.' nor '_' (most of them) is never hidden without a call
     return table.storage.walk(
-        table.location, lambda name: is_hidden(name, columns) and not name.endswith(".crc"), by_prefix=bool(columns)
+        table.location,
+        lambda name: name[:1] in "._" and is_hidden(name, columns) and not name.endswith(".crc"),
+        by_prefix=bool(columns),
     )
 
 
