@@ -22,7 +22,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-from ..delta.commit import Transaction
 from ..delta.file_info import Listed
 from ..delta.parallel import Prefetched
 from ..delta.protocol import ensure_write_supported
@@ -384,6 +383,8 @@ def _cleanup_after_checkpoint(snapshot: Snapshot, version: int) -> tuple[int, in
 
 
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
+    from ..delta.commit import Transaction  # a dry run and an unlogged VACUUM (s3) never commit
+
     return (
         Transaction(snapshot, after_checkpoint=partial(_cleanup_after_checkpoint, snapshot))
         .commit([], operation, parameters, metrics)
