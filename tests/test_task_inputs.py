@@ -161,3 +161,18 @@ def test_large_files_opened_by_path_read_the_same_rows(tmp_path, monkeypatch):
     by_path = read()
     assert by_path.equals(in_memory)
     assert by_path.to_pydict() == {"id": [1, 2, 3], "name": ["a", "b", "c"], "score": [0.5, 1.5, 2.5]}
+
+
+@pytest.mark.parametrize("key", [b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96", None])
+def test_a_file_in_the_legacy_calendar_is_refused_by_name(tmp_path, key):
+    from dbt_delta_optimize.tasks.inputs import open_inputs
+
+    meta = {b"org.apache.spark.version": b"3.0.0", **({key: b""} if key else {})}
+    path = str(tmp_path / "part-0.parquet")
+    pq.write_table(pa.table({"id": [1]}).replace_schema_metadata(meta), path)
+    opened = open_inputs(storage_for(str(tmp_path)), [InputFile(path, os.path.getsize(path))], local=True)
+    if key is None:
+        assert next(opened)[1].metadata.num_rows == 1
+        return
+    with pytest.raises(NeedsSparkRewrite, match=r"part-0\.parquet uses Spark's legacy hybrid calendar"):
+        next(opened)

@@ -94,8 +94,8 @@ def _parquet(source: Any, path: str, options: Mapping[str, Any]) -> Any:
             reader = pq.ParquetFile(source, coerce_int96_timestamp_unit="us", pre_buffer=True).reader
     except Exception as exc:
         raise InputFileError(path, _reason(exc, *_ends(source))) from exc
-    meta = reader.metadata.metadata or {}
-    if any(k in meta for k in _LEGACY_KEYS):
+    meta = reader.metadata.metadata
+    if meta and not meta.keys().isdisjoint(_LEGACY_KEYS):
         raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
     return reader
 
