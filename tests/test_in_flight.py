@@ -109,7 +109,7 @@ def test_the_fetch_window_bounds_the_bytes_held_and_keeps_the_order(tmp_path):
         got = []
         for _, pf, _ in open_inputs(storage, inputs, local=False, fetch=pool):
             held.append(pool.held)
-            got.append(pf.read().column("id")[0].as_py())
+            got.append(pf.read_all().column("id")[0].as_py())
         assert got == list(range(40))
         assert max(held) <= pool.window_bytes + biggest
         assert pool.held == 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -73,24 +73,51 @@ def _ends(source: Any) -> tuple[bytes | None, bytes | None]:
     return None, None
 
 
-def _parquet(source: Any, path: str) -> Any:
-    """``source``: the file's bytes, a local path or a binary file."""
+def _parquet(source: Any, path: str, options: Mapping[str, Any]) -> Any:
+    """A ``pyarrow.parquet.ParquetReader`` over ``source``: the file's bytes, a local path or a binary file.
+
+    Bytes in memory (every small file) get the bare reader ``ParquetFile`` wraps, opened with the options
+    ``ParquetFile`` would pass (``_Opener``): the wrapper's Python (resolving a filesystem, a map of every
+    column path) is about 5 us of a 5.5 KB file's 100 in pyarrow (docs/performance.md, "Per-file work in a
+    bin"). A path or a file object (large files) is opened by ``ParquetFile`` as before, pre-buffered.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    in_memory = isinstance(source, bytes)
     try:
-        # pre_buffer (pyarrow's default) plans and caches ranged reads ahead: nothing to gain on bytes already
-        # in memory, and about 10 us of a 5.5 KB file's 100 in pyarrow (docs/performance.md, "Tiny files (round 3)").
-        pf = pq.ParquetFile(
-            pa.BufferReader(source) if in_memory else source, coerce_int96_timestamp_unit="us", pre_buffer=not in_memory
-        )
+        if isinstance(source, bytes):
+            reader = pq.ParquetReader()
+            # pre_buffer plans and caches ranged reads ahead: nothing to gain on bytes already in memory, and
+            # about 10 us of a 5.5 KB file's 100 in pyarrow (docs/performance.md, "Tiny files (round 3)").
+            reader.open(pa.BufferReader(source), coerce_int96_timestamp_unit="us", pre_buffer=False, **options)
+        else:
+            reader = pq.ParquetFile(source, coerce_int96_timestamp_unit="us", pre_buffer=True).reader
     except Exception as exc:
         raise InputFileError(path, _reason(exc, *_ends(source))) from exc
-    meta = pf.metadata.metadata or {}
-    if any(k in meta for k in _LEGACY_KEYS):
+    meta = reader.metadata.metadata
+    if meta and not meta.keys().isdisjoint(_LEGACY_KEYS):
         raise NeedsSparkRewrite(f"{os.path.basename(path)} uses Spark's legacy hybrid calendar")
-    return pf
+    return reader
+
+
+class _Opener:
+    """What ``ParquetFile`` passes to its reader beyond our own options, in the pyarrow installed (its defaults:
+    ``arrow_extensions_enabled`` is False before pyarrow 21 and True since), worked out once per bin."""
+
+    def __init__(self) -> None:
+        import inspect
+
+        import pyarrow.parquet as pq
+
+        defaults = inspect.signature(pq.ParquetFile.__init__).parameters
+        self.options = {
+            name: defaults[name].default
+            for name in ("page_checksum_verification", "arrow_extensions_enabled")
+            if name in defaults
+        }
+
+    def __call__(self, source: Any, path: str) -> Any:
+        return _parquet(source, path, self.options)
 
 
 def _whole(storage: Storage, path: str) -> bytes:
@@ -103,17 +130,18 @@ def _whole(storage: Storage, path: str) -> bytes:
 def open_inputs(
     storage: Storage, inputs: Sequence[InputFile], *, local: bool, fetch: FetchPool | None = None
 ) -> Iterator[tuple[InputFile, Any, Any]]:
-    """Each input with its ``pyarrow.parquet.ParquetFile`` and what it was opened from, in order.
+    """Each input with its ``pyarrow.parquet.ParquetReader`` (``_parquet``) and what it was opened from, in order.
 
     Local files are read whole (one read call) when small, else opened by path. On an object store
     small files are fetched ahead concurrently on ``fetch`` (the process's pool, shared by its bins:
     ``tasks.fetch_pool``), up to its threads and within its byte window; without one, on a pool of
     this call's own.
     """
+    opener = _Opener()
     if local:
         for f in inputs:
             source: Any = _whole(storage, f.path) if f.size <= WHOLE_FILE_BYTES else f.path
-            yield f, _parquet(source, f.path), source
+            yield f, opener(source, f.path), source
         return
     pool = fetch if fetch is not None else FetchPool()
     ahead: deque[tuple[InputFile, Future[bytes] | None, int]] = deque()
@@ -132,7 +160,7 @@ def open_inputs(
                 return
             f, fut, reserved = ahead.popleft()
             try:
-                opened = _open_fetched(storage, f, fut)
+                opened = _open_fetched(storage, f, fut, opener)
             finally:
                 pool.release(reserved)
             yield opened
@@ -149,15 +177,17 @@ def _release(pool: FetchPool, size: int, _: Future[bytes]) -> None:
     pool.release(size)
 
 
-def _open_fetched(storage: Storage, f: InputFile, fut: Future[bytes] | None) -> tuple[InputFile, Any, Any]:
+def _open_fetched(
+    storage: Storage, f: InputFile, fut: Future[bytes] | None, opener: _Opener
+) -> tuple[InputFile, Any, Any]:
     if fut is not None:
         data = fut.result()
-        return f, _parquet(data, f.path), data
+        return f, opener(data, f.path), data
     try:
         handle = storage.open_input(f.path)
     except FileNotFoundError as exc:
         raise InputFileError(f.path, "the file is missing") from exc
-    return f, _parquet(handle, f.path), None
+    return f, opener(handle, f.path), None
 
 
 class _TargetColumns:
@@ -170,6 +200,7 @@ class _TargetColumns:
         self.lower = {n.lower() for n in target.names}
         self._read: dict[tuple[str, ...], list[str] | None] = {}
         self._disjoint: dict[tuple[str, ...], bool] = {}
+        self._flat: dict[tuple[str, ...], list[int]] = {}
 
     def disjoint(self, names: tuple[str, ...]) -> bool:
         """Whether a file holds none of the table's columns (asked once per distinct list of names)."""
@@ -188,9 +219,41 @@ class _TargetColumns:
             self._read[names] = None if self.mapped or len(used) == len(names) else used
         return self._read[names]
 
+    def indices(self, reader: Any, names: tuple[str, ...]) -> list[int] | None:
+        """The file's leaf columns to decode (None: all): the leaves of ``to_read(names)``, each name's leaves
+        in file order, as ``ParquetFile.read_row_group(columns=...)`` finds them.
+
+        When every column of the file is one leaf (as many leaves as top-level names) and no name read holds a
+        dot, a name's leaves are the positions of that name: worked out once per list of names. Other files
+        map their column paths as ``ParquetFile`` does (a name matches the leaves under it, and a dotted
+        name also the nested fields it spells).
+        """
+        read = self.to_read(names)
+        if read is None:
+            return None
+        if reader.metadata.num_columns == len(names):
+            flat = self._flat.get(names)
+            if flat is None and not any("." in n for n in read):
+                flat = self._flat[names] = [i for n in read for i, name in enumerate(names) if name == n]
+            if flat is not None:
+                return flat
+        return _leaves(reader.column_paths, read)
+
+
+def _leaves(column_paths: Sequence[Sequence[str]], read: Sequence[str]) -> list[int]:
+    """``ParquetFile``'s own lookup: every leaf under each dotted prefix of its path, then the names' leaves."""
+    under: dict[str, list[int]] = {}
+    for i, path in enumerate(column_paths):
+        key = path[0]
+        under.setdefault(key, []).append(i)
+        for part in path[1:]:
+            key = f"{key}.{part}"
+            under.setdefault(key, []).append(i)
+    return [i for n in read for i in under.get(n, ())]
+
 
 def live_row_groups(
-    pf: Any,
+    reader: Any,
     path: str,
     target: Any,
     deleted: Any,
@@ -200,24 +263,25 @@ def live_row_groups(
     source: Any = None,
     columns: _TargetColumns | None = None,
 ) -> Iterator[Any]:
-    """A file's row groups in the table schema, without the rows its deletion vector deletes (by position).
+    """A file's row groups (``reader``: its ``pyarrow.parquet.ParquetReader``, from ``open_inputs``) in the table
+    schema, without the rows its deletion vector deletes (by position).
 
     ``fill`` (the row tracking step) sees each row group with its physical start position, before the
     deleted rows are dropped, so row ids come from physical positions as the protocol defines them.
     ``columns``: the bin's shared view of ``target``.
     """
     columns = columns or _TargetColumns(target)
-    names = tuple(pf.schema_arrow.names)
-    if columns.disjoint(names) and pf.metadata.num_rows:
+    names = tuple(reader.schema_arrow.names)
+    if columns.disjoint(names) and reader.metadata.num_rows:
         raise InputFileError(
             path,
             f"its columns {sorted(names)[:5]} are none of the table's ({sorted(target.names)[:5]}): schema mismatch",
         )
     start = 0
-    read = columns.to_read(names)
-    for rg in range(pf.num_row_groups):
+    indices = columns.indices(reader, names)
+    for rg in range(reader.num_row_groups):
         try:
-            raw = pf.read_row_group(rg, columns=read, use_threads=False)
+            raw = reader.read_row_group(rg, column_indices=indices, use_threads=False)
         except Exception as exc:
             raise InputFileError(path, _reason(exc, *_ends(source))) from exc
         yield live_rows(raw, start, target, deleted, fill, by_id=by_id)
@@ -264,7 +328,7 @@ def read_live_tables(
     from ..delta.deletion_vectors import load_deleted_rows
 
     columns = _TargetColumns(target)
-    for f, pf, source in open_inputs(storage, inputs, local=local, fetch=fetch):
+    for f, reader, source in open_inputs(storage, inputs, local=local, fetch=fetch):
         deleted = load_deleted_rows(f.deletion_vector, root=root, storage=storage) if f.deletion_vector else None
         fill = filler(row_tracking, f)
-        yield from live_row_groups(pf, f.path, target, deleted, fill, by_id=by_id, source=source, columns=columns)
+        yield from live_row_groups(reader, f.path, target, deleted, fill, by_id=by_id, source=source, columns=columns)
