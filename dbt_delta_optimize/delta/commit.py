@@ -37,6 +37,7 @@ from .actions import (
     CommitInfo,
     DomainMetadata,
     RemoveFile,
+    json_lines,
 )
 from .checkpoint_v2 import is_v2_policy, write_v2_checkpoint
 from .in_commit_timestamps import commit_timestamp, ict_enabled, next_in_commit_timestamp
@@ -298,12 +299,10 @@ class Transaction:
             adds = fresh
             if new_mark != mark:
                 tail.append(high_water_mark_action(new_mark))
-        lines = [json.dumps({"commitInfo": info.to_json()}, separators=(",", ":"))]
-        for a in [*adds, *others]:
-            key = ADD if isinstance(a, AddFile) else REMOVE
-            lines.append(json.dumps({key: a.to_json()}, separators=(",", ":")))
-        lines.extend(json.dumps({DOMAIN_METADATA: d.to_json()}, separators=(",", ":")) for d in tail)
-        return ("\n".join(lines) + "\n").encode()
+        head = json.dumps({"commitInfo": info.to_json()}, separators=(",", ":"))
+        files = json_lines([{ADD if isinstance(a, AddFile) else REMOVE: a.to_json()} for a in [*adds, *others]])
+        tail_lines = "".join(json.dumps({DOMAIN_METADATA: d.to_json()}, separators=(",", ":")) + "\n" for d in tail)
+        return (head + "\n").encode() + files + tail_lines.encode()
 
     def _maybe_checkpoint(self, version: int) -> int | None:
         try:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
 from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
-from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata
+from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata, loads
 from .checkpoint_v2 import checkpoint_files, choose_checkpoint
 from .log_files import SmallLogFiles, small_log_files
 from .storage import LocalStorage, Storage, join
@@ -170,12 +170,12 @@ def parse_commit(data: bytes, root: str, version: int) -> list[dict[str, Any]]:
     line by line only when that fails, for the error naming the line."""
     body = data.strip()
     try:
-        parsed = json.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        parsed = loads(b"[" + body.replace(b"\n", b",") + b"]")
         count = body.count(b"\n") + 1
     except ValueError:  # blank lines leave empty elements: join the non-blank ones
         lines = [line for line in data.splitlines() if line.strip()]
         try:
-            parsed, count = json.loads(b"[" + b",".join(lines) + b"]"), len(lines)
+            parsed, count = loads(b"[" + b",".join(lines) + b"]"), len(lines)
         except ValueError:
             parsed = None
     if parsed is not None and len(parsed) == count and all(isinstance(a, dict) for a in parsed):
