@@ -36,6 +36,7 @@ from ..tasks import bootstrap
 from ..tasks.messages import Fallback, Outcome, Task, decode_outcome, encode
 
 if TYPE_CHECKING:
+    from .bin_processes import BinProcesses
     from .spark_engine import SparkEngine
 
 __all__ = ["JobEnded", "TaskJob", "start_task_job"]
@@ -74,8 +75,10 @@ class TaskJob:
         *,
         max_threads: int,
         in_driver: bool,
+        processes: BinProcesses | None = None,
     ):
         self.engine = engine
+        self.processes = processes  #: the run's worker processes, when this job's bins run there
         self.max_threads = max_threads
         self.tasks = list(tasks)
         self.in_driver = in_driver
@@ -226,8 +229,35 @@ class TaskJob:
                 worker.join(_POLL_SECONDS * 10)
         self._finish(errors[0] if errors else None)
 
+    def _run_in_processes(self) -> None:
+        """The driver's bins in the run's worker processes (``bin_processes``): outcomes as each bin ends. A
+        process that dies ends the job with that error, as a bug in a driver thread does."""
+        from concurrent.futures import as_completed
+
+        assert self.processes is not None
+        error: BaseException | None = None
+        try:
+            futures = [self.processes.submit(task) for task in self.tasks]
+            for future in as_completed(futures):
+                if future.cancelled():
+                    continue
+                exc = future.exception()
+                if exc is not None:  # run_bin types every bin failure: a dead process or a bug
+                    error = error or exc
+                    self._stop.set()
+                    self.processes.cancel()
+                    continue
+                self._deliver_outcome(future.result())
+        except BaseException as exc:  # the pool could not take the bins (it broke, or was shut down)
+            error = exc
+        finally:
+            self._finish(error)
+
     # ------------------------------------------------------------------ control
     def start(self) -> TaskJob:
+        if self.in_driver and self.processes is not None:
+            self._spawn(self._run_in_processes)
+            return self
         if self.in_driver:
             self._spawn(self._run_in_driver)
             return self
@@ -240,6 +270,8 @@ class TaskJob:
 
     def cancel(self) -> None:
         self._stop.set()
+        if self.processes is not None:
+            self.processes.cancel()
         if not self.in_driver:
             self.engine.cancel(self.group)
 
@@ -257,6 +289,12 @@ class TaskJob:
         until = time.monotonic() + STUCK_SECONDS
         for thread in self._threads:
             thread.join(max(0.0, until - time.monotonic()))
+        if self.processes is not None and any(thread.is_alive() for thread in self._threads):
+            log.warning("a bin did not stop within %.0fs of being cancelled: its process is killed", STUCK_SECONDS)
+            self.processes.kill()  # its future fails, which ends the job's thread
+            for thread in self._threads:
+                thread.join()
+            return
         if any(thread.is_alive() for thread in self._threads):
             self._abandoned.set()
             log.warning(
@@ -275,15 +313,26 @@ def start_task_job(
     *,
     max_threads: int = 1 << 30,
     task_runner: str = "auto",
+    processes: BinProcesses | None = None,
 ) -> TaskJob:
     """Start one job running ``tasks``; every outcome, then one ``JobEnded``, is put on ``events``.
 
     ``task_runner``: auto, driver or spark (``SparkEngine.runs_tasks_in_driver``). ``max_threads``
     (delta-spark's ``optimize.maxThreads``) caps the bins the driver runs at once; a Spark job runs as
-    many as the cluster has task slots.
+    many as the cluster has task slots. ``processes``: the run's worker processes, which run the bins
+    instead of the driver's threads when the bins run in the driver (``bin_processes.pays``).
     """
     in_driver = engine.runs_tasks_in_driver(task_runner)
     if not in_driver:
         engine.prepare_python_tasks()
-    job = TaskJob(engine, tasks, group, description, events, max_threads=max_threads, in_driver=in_driver)
+    job = TaskJob(
+        engine,
+        tasks,
+        group,
+        description,
+        events,
+        max_threads=max_threads,
+        in_driver=in_driver,
+        processes=processes if in_driver else None,
+    )
     return job.start()

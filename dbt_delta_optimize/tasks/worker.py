@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .bin_task import run_bin
 from .fetch_pool import FetchPool
@@ -35,11 +35,13 @@ from .messages import (
 if TYPE_CHECKING:
     from ..delta.storage import Storage
 
-__all__ = ["fetch_pool", "run_task", "run_text", "task_storage"]
+__all__ = ["fetch_pool", "init_bin_process", "run_in_process", "run_task", "run_text", "task_storage"]
 
 _STORES: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
 _FETCH: list[FetchPool] = []
 _LOCK = threading.Lock()
+#: A bin worker process's stop flag (``init_bin_process``): the driver sets it to cancel the bins running there.
+_STOP: list[Any] = []
 
 
 def task_storage(store: StoreRef) -> tuple[Storage, bool]:
@@ -98,3 +100,18 @@ def _run(task: Task, storage: Storage, local: bool, stop: Callable[[], bool] | N
 def run_text(text: str) -> str:
     """One message in, one outcome out (JSON text both ways): what a Spark task runs."""
     return encode(run_task(decode_task(text)))
+
+
+def init_bin_process(stop: Any) -> None:
+    """A bin worker process's start (``engine.bin_processes``): the run's stop flag, inherited (a byte of
+    shared memory, nonzero once cancelled), asked between row groups as the driver's threads ask theirs."""
+    _STOP[:] = [stop]
+
+
+def _stopped() -> bool:
+    return bool(_STOP[0].value)
+
+
+def run_in_process(task: Task) -> Outcome:
+    """One bin in a worker process of the driver's pool (pickled both ways, no JSON text)."""
+    return run_task(task, _stopped if _STOP else None)
