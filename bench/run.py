@@ -175,7 +175,7 @@ def bench_case(spark, work: str, name: str, partitions: int, files: int, rows: i
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default="small,tiny,large", help="comma list of: small, tiny, large")
+    ap.add_argument("--cases", default="small,tiny,large", help="comma list of: small, tiny, mid, large")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--large-rows", type=int, default=20_000_000, help="rows of the large case (~1.08 GB at 20M)")
     ap.add_argument("--work", default=None)
@@ -194,7 +194,13 @@ def main() -> int:
     print(f"Spark {spark.version}, {spark.sparkContext.defaultParallelism} cores, work dir {work}", flush=True)
     results = []
     # tiny: 10 partitions x 500 files of 60 rows (about 5.5 KB each), the appends of dbt incremental models
-    cases = {"small": (20, 100, 2_000_000), "tiny": (10, 500, 300_000), "large": (20, 100, args.large_rows)}
+    # mid: 6 partitions x 202 files of about 40 KB (1,212 files), the shape of issue 45's hidden warm-session case
+    cases = {
+        "small": (20, 100, 2_000_000),
+        "tiny": (10, 500, 300_000),
+        "mid": (6, 202, 797_000),
+        "large": (20, 100, args.large_rows),
+    }
     for name in args.cases.split(","):
         parts, files, rows = cases[name]
         results.append(bench_case(spark, work, name, parts, files, rows, args.repeats))
