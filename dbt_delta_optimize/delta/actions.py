@@ -60,24 +60,23 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
-def _plain_text(encoded: bytes) -> bool:
-    """Whether orjson's compact text is also ``json.dumps``'s: ASCII (json escapes the rest as \\uXXXX)
-    without DEL (json escapes it, orjson does not). Every other ASCII character is escaped alike."""
-    return encoded.isascii() and b"\x7f" not in encoded
-
-
 def json_lines(objects: Sequence[Mapping[str, Any]]) -> bytes:
     """Compact JSON, one line per object, each ending in a newline: byte for byte what
-    ``json.dumps(o, separators=(",", ":"))`` writes, by orjson when that gives the same text (3 times faster
-    per action of a large commit), else by the standard library for all of them. For add and remove
-    actions, which hold no floats (orjson writes ``1e-7`` where json writes ``1e-07``)."""
+    ``json.dumps(o, separators=(",", ":"))`` writes, by orjson (3 times faster per action of a large commit)
+    when its text is ASCII, else by the standard library for all of them (which escapes the rest as
+    ``\\uXXXX``). The one ASCII character the two write differently is DEL, which orjson leaves raw; a raw
+    DEL byte can only be inside a string (delta-spark ends truncated string maxima with it), so it is
+    escaped as json does. For add and remove actions, which hold no floats (orjson writes ``1e-7`` where
+    json writes ``1e-07``)."""
     import orjson
 
     try:
         encoded = b"\n".join(orjson.dumps(o) for o in objects)
     except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a type orjson does not take
         encoded = b""
-    if not (encoded or not objects) or not _plain_text(encoded):
+    if (encoded or not objects) and encoded.isascii():
+        encoded = encoded.replace(b"\x7f", b"\\u007f")
+    else:
         encoded = "\n".join(json.dumps(o, separators=(",", ":")) for o in objects).encode()
     return encoded + b"\n" if objects else b""
 
