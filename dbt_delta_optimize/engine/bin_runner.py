@@ -78,9 +78,11 @@ class BinRunner:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
     def processes_for(self, tasks: Sequence[BinTask]) -> BinProcesses | None:
-        """The run's worker processes when these bins run in the driver and processes pay for them
-        (``bin_processes.pays``), else None (the driver's threads or a Spark job run them)."""
-        if not self.engine.runs_tasks_in_driver(self.rewriter.plan.config.task_runner):
+        """The run's worker processes when these bins run in the driver, ``task_runner`` is auto and processes
+        pay for them (``bin_processes.pays``), else None (the driver's threads or a Spark job run them;
+        ``task_runner`` driver keeps the threads)."""
+        runner = self.rewriter.plan.config.task_runner
+        if runner != "auto" or not self.engine.runs_tasks_in_driver(runner):
             return None
         workers = min(self.max_threads, self.engine.driver_threads, len(tasks))
         local = isinstance(self.rewriter.snapshot.storage, LocalStorage)
