@@ -11,7 +11,10 @@ process on its own server-side copy of the table, through the proxy:
 - ``vacuum``: ``dbt-delta-optimize vacuum T --retain 0h --json`` against delta-rs ``vacuum(full=True)``, both on
   copies of the table our optimize left (every input file tombstoned);
 - ``hook``: ``dbt-delta-optimize auto-compact T --enable --json`` on an 8-commit table with nothing to compact
-  (the post-hook's decision; delta-rs has none).
+  (the post-hook's decision; delta-rs has none);
+- ``posthook``: the dbt hooks' pair in one fresh process, as the bridge runs them (``ops.table.pin_version``, a
+  model's append, ``ops.table.open_pinned`` and the decision), on a copy of that table: the requests and round
+  trips of the post-hook alone, after its pre-hook (issue 44: at most 3 round trips).
 
 Each run reports its wall time (the whole process), requests by kind, round trips on the critical path, and the
 same split by phase: ours by the phase start times its ``--json`` metrics give (``requests.phases``: startup is
@@ -54,6 +57,26 @@ DELTA_RS = {
         "enforce_retention_duration=False,dry_run=False,full=True)"
     ),
 }
+
+
+#: The hooks' pair in one process (the bridge's calls without dbt): the post-hook's window is printed.
+POSTHOOK = """
+import json, sys, time
+import pyarrow as pa
+from deltalake import write_deltalake
+from dbt_delta_optimize.ops.auto_compact import auto_compact
+from dbt_delta_optimize.ops.table import PinnedSnapshots, open_pinned, pin_version
+url = sys.argv[1]
+pinned = PinnedSnapshots()
+since = pin_version(url, pinned)
+ids = list(range(10**6, 10**6 + 8))
+write_deltalake(url, pa.table({"id": ids, "v": [f"value-{i}" for i in ids], "part": [i % 4 for i in ids]}),
+                partition_by=["part"], mode="append")
+t0 = time.time()
+r = auto_compact(None, open_pinned(url, pinned, since), since, enabled=True, decide_only=True)
+t1 = time.time()
+print(json.dumps({"start": t0, "end": t1, "status": r.status, "requests": r.requests}))
+"""
 
 
 @dataclass
@@ -210,7 +233,22 @@ def case(st: Store, rtt_ms: float, template: str, hook_table: str, files: int, t
         out.append(_case(st, rtt_ms, "vacuum", files, our, rs))
         hook = ours(line, st, ["auto-compact", st.url(hook_table), "--enable"])
         out.append(_case(st, rtt_ms, "hook", files, hook, None))
+        st.copy(hook_table, f"{tag}-posthook")
+        out.append(_case(st, rtt_ms, "posthook", files, posthook(line, st, st.url(f"{tag}-posthook")), None))
     return out
+
+
+def posthook(line: DelayLine, st: Store, url: str) -> dict[str, Any]:
+    """The post-hook after its pre-hook in the same process: the requests between the two marks it prints."""
+    _, _, seen, stdout = run(line, st, [sys.executable, "-c", POSTHOOK, url])
+    marks = json.loads(stdout.strip().splitlines()[-1])
+    inside = [r for r in seen if marks["start"] <= r.start + WALL <= marks["end"]]
+    reported = marks.get("requests") or {}
+    return {
+        **summary(inside, marks["start"], marks["end"]),
+        "reported": {"total": reported.get("total"), "by_kind": reported.get("byKind")},
+        "result": {"status": marks["status"]},
+    }
 
 
 def _case(

@@ -1,14 +1,16 @@
 """VACUUM of a table with many tombstoned files: ours vs delta-rs (each in a fresh process) and delta-spark.
 
-A template table is written once by hand (one add per file in version 0, all of them removed in version 1
-but one live file): ``--files`` tiny Parquet files. Each run vacuums a fresh copy (mtimes kept) with
-``RETAIN 0 HOURS``, each engine in a fresh process (its wall time, and the time it measured inside): ours in
-full and lite mode, delta-rs's ``DeltaTable.vacuum`` with ``full=True`` (it lists, as our full mode does) and
-by default (it reads the log, as our lite mode does), our CLI, and delta-spark's ``VACUUM`` in a warm
-session (``--spark``). Every engine must leave only the live file. ``--s3-files`` adds the same on a moto S3 server
-(ours vs delta-rs, in-process times of fresh processes).
+A template table is written once by hand, issue 45's shape: ``--files`` tiny Parquet files in ``--partitions``
+partition folders added in version 0, all of them removed in version 1 by a compaction that adds one file per
+partition (``--partitions 0``: an unpartitioned table whose compaction leaves one file). Each run vacuums a
+fresh copy (mtimes kept) with ``RETAIN 0 HOURS``, each engine in a fresh process, in alternating order (its
+wall time, the time it measured inside and its CPU time): ours in full and lite mode, delta-rs's
+``DeltaTable.vacuum`` with ``full=True`` (it lists, as our full mode does) and by default (it reads the log,
+as our lite mode does), our CLI in both modes, and delta-spark's ``VACUUM`` in a warm session (``--spark``).
+Every engine must leave exactly the compacted files. Each of our modes is compared with both delta-rs modes.
+``--s3-files`` adds the same on a moto S3 server (ours vs delta-rs, in-process times of fresh processes).
 
-    .venv/bin/python bench/vacuum.py [--files 10000] [--s3-files 5000] [--repeats 3] [--spark]
+    .venv/bin/python bench/vacuum.py --files 10000 --partitions 100 --s3-files 0 --repeats 5   # issue 45's case
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ import pyarrow.parquet as pq
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-SCHEMA = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "p", "type": "integer", "nullable": True, "metadata": {}},
+        ],
+    }
+)
 
 
 def _ours(mode: str) -> str:
@@ -51,13 +61,23 @@ def _delta_rs(full: bool) -> str:
     )
 
 
-#: Each engine in a fresh process. delta-rs's default vacuum reads the log (like lite mode); full=True lists.
+def _cli(mode: str) -> list[str]:
+    exe = os.path.join(os.path.dirname(sys.executable), "dbt-delta-optimize")
+    return [exe, "vacuum", "--retain", "0h", "--allow-short-retention", "--mode", mode, "--json"]
+
+
+#: Each engine in a fresh process (its command; the table's path is appended). delta-rs's default vacuum
+#: reads the log (like lite mode); full=True lists.
 ENGINES = {
-    "ours_full": _ours("full"),
-    "delta_rs_full": _delta_rs(True),
-    "ours_lite": _ours("lite"),
-    "delta_rs_default": _delta_rs(False),
+    "ours_full": [sys.executable, "-c", _ours("full")],
+    "delta_rs_full": [sys.executable, "-c", _delta_rs(True)],
+    "ours_lite": [sys.executable, "-c", _ours("lite")],
+    "delta_rs_default": [sys.executable, "-c", _delta_rs(False)],
+    "ours_cli": _cli("full"),
+    "ours_cli_lite": _cli("lite"),
 }
+#: Engines of the object-store case (no CLI there).
+API_ENGINES = ("ours_full", "delta_rs_full", "ours_lite", "delta_rs_default")
 
 
 def _parquet() -> bytes:
@@ -66,16 +86,32 @@ def _parquet() -> bytes:
     return buf.getvalue()
 
 
-def log_and_files(n: int) -> tuple[dict[str, bytes], list[str]]:
-    """The two commits of a table with ``n`` tombstoned files and one live one, and the data file names."""
+def _folder(i: int, partitions: int) -> str:
+    return f"p={i % partitions}/" if partitions else ""
+
+
+def log_and_files(n: int, partitions: int = 0) -> tuple[dict[str, bytes], list[str]]:
+    """The two commits of a table with ``n`` files (``partitions`` folders) compacted into one file per
+    partition, and the data file names (the live ones last)."""
     now = int(time.time() * 1000)
-    names = [f"part-{i:05d}-{uuid.uuid4()}.parquet" for i in range(n + 1)]
+    names = [f"{_folder(i, partitions)}part-{i:05d}-{uuid.uuid4()}.parquet" for i in range(n)]
+    live = [f"{_folder(i, partitions)}part-{n + i:05d}-{uuid.uuid4()}.parquet" for i in range(max(1, partitions))]
     size = len(_parquet())
 
+    def values(name: str) -> dict[str, str]:
+        return {"p": name.split("/", 1)[0][2:]} if partitions else {}
+
     def add(name: str) -> str:
-        a = {"path": name, "size": size, "partitionValues": {}, "modificationTime": now, "dataChange": True}
+        a = {"path": name, "size": size, "partitionValues": values(name), "modificationTime": now,
+             "dataChange": True}  # fmt: skip
         return json.dumps({"add": a})
 
+    def remove(name: str) -> str:
+        r = {"path": name, "deletionTimestamp": now, "dataChange": False, "extendedFileMetadata": True,
+             "partitionValues": values(name), "size": size}  # fmt: skip
+        return json.dumps({"remove": r})
+
+    info = {"timestamp": now, "operation": "OPTIMIZE", "operationParameters": {}, "isBlindAppend": False}
     v0 = [
         json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
         json.dumps(
@@ -84,40 +120,49 @@ def log_and_files(n: int) -> tuple[dict[str, bytes], list[str]]:
                     "id": str(uuid.uuid4()),
                     "format": {"provider": "parquet", "options": {}},
                     "schemaString": SCHEMA,
-                    "partitionColumns": [],
+                    "partitionColumns": ["p"] if partitions else [],
                     "configuration": {},
                     "createdTime": now,
                 }
             }
         ),
-        *(add(x) for x in names[:-1]),
+        *(add(x) for x in names),
     ]
-    removes = [
-        json.dumps({"remove": {"path": x, "deletionTimestamp": now, "dataChange": True, "size": size}})
-        for x in names[:-1]
-    ]
-    v1 = [add(names[-1]), *removes]
+    v1 = [json.dumps({"commitInfo": info}), *(remove(x) for x in names), *(add(x) for x in live)]
     log = {
         "_delta_log/00000000000000000000.json": ("\n".join(v0) + "\n").encode(),
         "_delta_log/00000000000000000001.json": ("\n".join(v1) + "\n").encode(),
     }
-    return log, names
+    return log, [*names, *live]
 
 
-def build_local(path: str, n: int) -> None:
-    log, names = log_and_files(n)
+def build_local(path: str, n: int, partitions: int = 0) -> set[str]:
+    """The template table; returns the files a VACUUM must leave (the compacted ones)."""
+    log, names = log_and_files(n, partitions)
     os.makedirs(os.path.join(path, "_delta_log"))
     data = _parquet()
     for rel, payload in log.items():
         with open(os.path.join(path, rel), "wb") as fh:
             fh.write(payload)
+    for i in range(partitions):
+        os.makedirs(os.path.join(path, f"p={i}"))
     for name in names:
         with open(os.path.join(path, name), "wb") as fh:
             fh.write(data)
+    return set(names[n:])
 
 
 def left(path: str) -> set[str]:
-    return {n for n in os.listdir(path) if not n.startswith(("_", "."))}
+    """The data files left (partition folders entered)."""
+    out = set()
+    for name in os.listdir(path):
+        if name.startswith(("_", ".")):
+            continue
+        if os.path.isdir(os.path.join(path, name)):
+            out.update(f"{name}/{f}" for f in os.listdir(os.path.join(path, name)) if not f.startswith((".", "_")))
+        else:
+            out.add(name)
+    return out
 
 
 #: CPU seconds (user + sys) of each fresh process: a second view when other work shares the machine
@@ -131,29 +176,29 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def fresh(code: str, path: str, env: dict[str, str] | None = None, name: str = "") -> tuple[float, float]:
-    """(wall seconds of a fresh process, seconds it measured inside)."""
+def fresh(command: list[str], path: str, env: dict[str, str] | None = None, name: str = "") -> tuple[float, float]:
+    """(wall seconds of a fresh process, seconds it measured inside: the CLI's ``durationS``)."""
     t, c = time.perf_counter(), _children_cpu()
-    out = subprocess.run([sys.executable, "-c", code, path], check=True, capture_output=True, text=True, env=env)
+    out = subprocess.run([*command, path], check=True, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
     CPU.setdefault(name, []).append(_children_cpu() - c)
+    if out.stdout.lstrip().startswith("{"):
+        return wall, float(json.loads(out.stdout)["durationS"])
     return wall, float(out.stdout.split()[0])
 
 
-def cli(path: str) -> float:
-    t, c = time.perf_counter(), _children_cpu()
-    exe = os.path.join(os.path.dirname(sys.executable), "dbt-delta-optimize")
-    subprocess.run([exe, "vacuum", path, "--retain", "0h", "--allow-short-retention", "--json"], check=True,
-                   capture_output=True)  # fmt: skip
-    CPU.setdefault("ours_cli", []).append(_children_cpu() - c)
-    return time.perf_counter() - t
+#: (ours, delta-rs) pairs compared: each of our modes against both of delta-rs's
+PAIRS = [
+    (ours, theirs)
+    for ours in ("ours_full", "ours_lite", "ours_cli", "ours_cli_lite")
+    for theirs in ("delta_rs_full", "delta_rs_default")
+]
 
 
 def _cpu_ratios() -> dict[str, float]:
     med = {k: statistics.median(v) for k, v in CPU.items() if v}
     out = {f"cpu_{k}_s": v for k, v in med.items()}
-    for ours, theirs in (("ours_full", "delta_rs_full"), ("ours_lite", "delta_rs_default"),
-                         ("ours_cli", "delta_rs_default")):  # fmt: skip
+    for ours, theirs in PAIRS:
         if ours in med and theirs in med:
             out[f"cpu_{ours}_vs_{theirs}"] = med[ours] / med[theirs]
     CPU.clear()
@@ -161,18 +206,24 @@ def _cpu_ratios() -> dict[str, float]:
 
 
 def _ratios(med: dict[str, float]) -> dict[str, float]:
-    return {
+    out = {
         "inside_vs_delta_rs": med["ours_full_inside"] / med["delta_rs_full_inside"],
         "fresh_vs_delta_rs": med["ours_full_fresh"] / med["delta_rs_full_fresh"],
         "lite_inside_vs_delta_rs_default": med["ours_lite_inside"] / med["delta_rs_default_inside"],
         "lite_fresh_vs_delta_rs_default": med["ours_lite_fresh"] / med["delta_rs_default_fresh"],
     }
+    for ours, theirs in PAIRS:  # every mode of ours against both of delta-rs's, fresh processes' wall time
+        if f"{ours}_fresh" in med and f"{theirs}_fresh" in med:
+            out[f"fresh_{ours}_vs_{theirs}"] = med[f"{ours}_fresh"] / med[f"{theirs}_fresh"]
+    return out
 
 
-def _run_engines(r: int, env: dict[str, str], fresh_copy: Any, times: dict[str, list[float]]) -> dict[str, int]:
+def _run_engines(
+    r: int, env: dict[str, str], fresh_copy: Any, times: dict[str, list[float]], engines: tuple[str, ...]
+) -> dict[str, int]:
     """Every engine once on its own copy (order alternating by repeat); the data files each one left."""
     left_by: dict[str, int] = {}
-    names = list(ENGINES) if r % 2 == 0 else list(reversed(ENGINES))
+    names = list(engines) if r % 2 == 0 else list(reversed(engines))
     for name in names:
         target, count = fresh_copy(f"{name}-{r}")
         wall, inside = fresh(ENGINES[name], target, env, name)
@@ -182,36 +233,35 @@ def _run_engines(r: int, env: dict[str, str], fresh_copy: Any, times: dict[str, 
     return left_by
 
 
-def local_case(n: int, repeats: int, spark: bool, work: str) -> dict[str, object]:
+def local_case(n: int, partitions: int, repeats: int, spark: bool, work: str) -> dict[str, object]:
     template = os.path.join(work, "template")
-    build_local(template, n)
-    times: dict[str, list[float]] = {"ours_cli": []}
+    kept = build_local(template, n, partitions)
+    times: dict[str, list[float]] = {}
     env = {**os.environ, "PYTHONPATH": ROOT}
 
     def copy(name: str) -> tuple[str, Any]:
         path = os.path.join(work, name)
         shutil.copytree(template, path)
-        return path, lambda: len(left(path))
+        return path, lambda: left(path)
 
     for r in range(repeats):
-        left_by = _run_engines(r, env, copy, times)
-        assert set(left_by.values()) == {1}, left_by
-        cli_path, _ = copy(f"cli-{r}")
-        times["ours_cli"].append(cli(cli_path))
-        assert len(left(cli_path)) == 1
+        left_by = _run_engines(r, env, copy, times, tuple(ENGINES))
+        assert all(v == kept for v in left_by.values()), {k: len(v) for k, v in left_by.items()}
         print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    out: dict[str, object] = {"case": "local", "files": n, "median_s": med, **_ratios(med)}
-    out["cli_vs_delta_rs"] = med["ours_cli"] / med["delta_rs_full_fresh"]
-    out["cli_vs_delta_rs_default"] = med["ours_cli"] / med["delta_rs_default_fresh"]
+    out: dict[str, object] = {
+        "case": "local", "files": n, "partitions": partitions, "median_s": med, "times_s": times, **_ratios(med),
+    }  # fmt: skip
+    out["cli_vs_delta_rs"] = med["ours_cli_fresh"] / med["delta_rs_full_fresh"]
+    out["cli_vs_delta_rs_default"] = med["ours_cli_fresh"] / med["delta_rs_default_fresh"]
     out.update(_cpu_ratios())
     out["load_average"] = os.getloadavg()
     if spark:
-        out.update(spark_case(template, work, repeats, med["ours_full_inside"]))
+        out.update(spark_case(template, work, repeats, med["ours_full_inside"], kept))
     return out
 
 
-def spark_case(template: str, work: str, repeats: int, ours_inside: float) -> dict[str, object]:
+def spark_case(template: str, work: str, repeats: int, ours_inside: float, kept: set[str]) -> dict[str, object]:
     from dbt_delta_optimize.engine.session import get_spark
 
     session = get_spark()
@@ -224,7 +274,7 @@ def spark_case(template: str, work: str, repeats: int, ours_inside: float) -> di
         t = time.perf_counter()
         session.sql(f"VACUUM '{path}' RETAIN 0 HOURS").collect()
         times.append(time.perf_counter() - t)
-        assert len(left(path)) == 1
+        assert left(path) == kept
         print(f"repeat {r}: delta-spark (warm) {times[-1]:.2f}s", flush=True)
     med = statistics.median(times)
     return {"delta_spark_warm_s": med, "inside_vs_delta_spark": ours_inside / med}
@@ -263,7 +313,7 @@ def s3_case(n: int, repeats: int) -> dict[str, object]:
             return f"s3://{bucket}/{prefix}", count
 
         for r in range(repeats):
-            left_by = _run_engines(r, env, copy, times)
+            left_by = _run_engines(r, env, copy, times, API_ENGINES)
             assert set(left_by.values()) == {1}, left_by
             print(f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -274,14 +324,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=10_000, help="0: no local case")
     ap.add_argument("--s3-files", type=int, default=5_000, help="0: no S3 case")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--partitions", type=int, default=100, help="partition folders of the local case (0: none)")
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--spark", action="store_true", help="also delta-spark's VACUUM (warm session)")
     ap.add_argument("--json", dest="json_out", default=None)
     args = ap.parse_args()
     results = []
     if args.files:
         with tempfile.TemporaryDirectory(prefix="ddo-vacuum-bench-") as work:
-            results.append(local_case(args.files, args.repeats, args.spark, work))
+            results.append(local_case(args.files, args.partitions, args.repeats, args.spark, work))
     if args.s3_files:
         results.append(s3_case(args.s3_files, args.repeats))
     print(json.dumps(results, indent=2))

@@ -50,3 +50,18 @@ def test_the_suite_takes_the_spread_from_each_benchmarks_repeats():
     # A benchmark from before the per-repeat times: its noise is 0 (the 10% floor), not an error.
     old = {k: v for k, v in small.items() if k != "times_s"}
     assert suite.collect({"local": [old]})[1]["local_small_vs_delta_rs"] == 0.0
+
+
+def test_each_commands_imports_are_a_metric_flagged_beyond_their_noise():
+    """bench/imports.py's JSON: every CLI case is a metric (its imports / a fresh ``import deltalake``'s)."""
+    cases = {case: {"vs_deltalake": 2.0, "vs_deltalake_samples": [1.9, 2.0, 2.1]} for case, _, _ in suite.IMPORT_CASES}
+    cases["vacuum"] = {"vs_deltalake": 3.0, "vs_deltalake_samples": [3.0, 3.0, 3.0]}
+    values, spreads = suite.collect(
+        {"imports": {"package_own_ms": 0.5, "package_own_ms_samples": [0.5], "cases": cases}}
+    )
+    assert values["imports_package_ms"] == 0.5
+    assert {f"imports_{case}_vs_deltalake" for case, _, _ in suite.IMPORT_CASES} <= set(values)
+    assert spreads["imports_optimize_vs_deltalake"] == pytest.approx(0.1)
+    recorded = {"metrics": {"imports_vacuum_vs_deltalake": 2.0, "imports_optimize_vs_deltalake": 1.9}}
+    assert suite.is_regressed("imports_vacuum_vs_deltalake", values, spreads, recorded)  # +50%, no noise
+    assert not suite.is_regressed("imports_optimize_vs_deltalake", values, spreads, recorded)  # +5%

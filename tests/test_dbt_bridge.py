@@ -213,6 +213,10 @@ def test_pre_hook_version_reaches_the_post_hook_of_the_same_invocation_only(spar
     assert r["status"] == "runOnModifiedPartitions" and (r["files_before"], r["files_after"]) == (3, 1), r
     b.record_version(str(tmp_path / "new"), invocation_id="inv-a", target_path=files.target_path)
     assert files.pop_version(str(tmp_path / "new")) == -1  # no table before the first build
+    # a catalog name the run has not created yet (dbt's models): -1 too, not "unknown" (the catalog lookup
+    # itself says there is no table; the real dbt runs in test_dbt_integration hold the same)
+    b.record_version("default.ddo_not_created_yet", invocation_id="inv-a", target_path=files.target_path)
+    assert files.pop_version("default.ddo_not_created_yet") == -1
 
 
 @pytest.mark.spark

@@ -110,3 +110,67 @@ def test_vacuum_reads_the_log_head_concurrently(s3, monkeypatch):
     assert {f"{v:020d}.json" for v in range(9)} <= set(gets) and max(gets.values()) == 1, gets
     log_reads = [r for r in seen if r.kind == "GET" and r.path.endswith(".json") and "/_delta_log/" in r.path]
     assert critical_path(log_reads) <= 3, log_reads  # before: 9, newest first one at a time
+
+
+def test_maintain_scores_a_table_from_one_read_of_its_log(s3, monkeypatch):
+    """Scoring, the log's facts, the trends and the last VACUUM all go on from the snapshot's load: one listing,
+    each commit read once, in a few round trips (before: 37 requests in 30 round trips for 8 commits)."""
+    server, root = s3
+    url = f"{root}/maint"
+    _append(url, 8)
+    line = _line(server, monkeypatch, ONE_WAY_S)
+    try:
+        res = _run("maintain", url, "--dry-run", "--json")
+        seen = line.requests()
+    finally:
+        line.__exit__(None, None, None)
+    report = json.loads(res.stdout)
+    [table] = report["tables"]
+    assert table["status"] != "failed" and "error" not in (table["trends"] or {"error": "none"}), table
+    gets, lists = _log(seen)
+    assert lists == 1, seen
+    assert set(gets) == {f"{v:020d}.json" for v in range(8)} and max(gets.values()) == 1, gets
+    assert critical_path(seen) <= 4, seen
+
+
+def _after_our_commit(seen: list[Request]) -> list[Request]:
+    """The requests made once our commit's PUT was answered (the checkpoint, validation, cleanup, journal)."""
+    put = next(r for r in seen if r.kind == "PUT" and r.path.endswith(".json") and "/_delta_log/" in r.path)
+    return [r for r in seen if r.start >= put.end]
+
+
+def _optimize_seen(server, monkeypatch, url: str) -> list[Request]:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    line = _line(server, monkeypatch, 0.0)
+    try:
+        _run("optimize", url)
+        return line.requests()
+    finally:
+        line.__exit__(None, None, None)
+
+
+def test_the_checkpoint_after_our_commit_reads_nothing_again(s3, monkeypatch):
+    """Our commit is version 10, a checkpoint version: the checkpoint is written from what the run holds. After
+    the commit only the new commit is read (the validation), and log cleanup lists nothing more than a commit
+    that writes no checkpoint does."""
+    server, root = s3
+    _append(f"{root}/ten", 10)
+    _append(f"{root}/twelve", 12)
+    before = sorted(deltalake_table(f"{root}/ten").column("id").to_pylist())
+    seen = _optimize_seen(server, monkeypatch, f"{root}/ten")
+    after = _after_our_commit(seen)
+    log_after = Counter((r.kind, r.path.rsplit("/", 1)[-1]) for r in after if "/_delta_log/" in r.path)
+    assert log_after == Counter(
+        {
+            ("PUT", f"{10:020d}.checkpoint.parquet"): 1,
+            ("PUT", "_last_checkpoint"): 1,
+            ("GET", f"{10:020d}.json"): 1,  # the validation reads the new commit back, once
+        }
+    ), log_after
+    gets, _ = _log(seen)
+    assert max(gets.values()) == 1, gets  # every log file read once in the whole run
+    without = _after_our_commit(_optimize_seen(server, monkeypatch, f"{root}/twelve"))
+    lists = [sum(1 for r in reqs if r.kind == "LIST") for reqs in (after, without)]
+    assert lists[0] == lists[1], lists  # cleanup after the checkpoint planned from the load's listing
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    assert sorted(deltalake_table(f"{root}/ten").column("id").to_pylist()) == before

@@ -295,7 +295,7 @@ def test_optimize_keeps_row_ids_and_commit_versions(spark, rt_table, how):
     assert raw[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
     assert validate_commit(rt_table, version).ok
     assert sorted(r[0] for r in before) == sorted(r[0] for r in rows_deltars(rt_table, ["id"]))
-    # Our commit is version 5: a checkpoint (written through deltalake) keeps baseRowIds and the mark.
+    # Our commit is version 5: our checkpoint (delta/checkpoint_v1.py) keeps baseRowIds and the mark.
     assert version == 5 and os.path.exists(os.path.join(rt_table, "_delta_log", f"{version:020d}.checkpoint.parquet"))
     assert load_snapshot(rt_table).domains["delta.rowTracking"].config["rowIdHighWaterMark"] >= mark_before + len(
         before

@@ -77,9 +77,14 @@ def test_our_optimize_writes_a_v2_checkpoint_both_engines_read(spark, tmp_path):
     (sidecar,) = [s["path"] for s in top.column("sidecar").to_pylist() if s]
     adds = [a for a in pq.read_table(os.path.join(log, "_sidecars", sidecar)).column("add").to_pylist() if a]
     assert {a["path"] for a in adds} == _live_paths(p) and len(adds) == 1
-    classic = os.path.join(log, "00000000000000000004.checkpoint.parquet")
-    if os.path.exists(classic):  # kept only as a V2-spec classic checkpoint
-        assert any(pq.read_table(classic).column("checkpointMetadata").to_pylist())
+    # written by us from the state the commit held (checkpoint_v1), not converted from deltalake's classic file:
+    # no classic file at 4, and the sidecar's removes (the tombstones of our optimize) carry no stats or tags
+    assert not os.path.exists(os.path.join(log, "00000000000000000004.checkpoint.parquet"))
+    side = pq.read_table(os.path.join(log, "_sidecars", sidecar))
+    remove_fields = {f.name for f in side.schema.field("remove").type}
+    assert {"stats", "tags"}.isdisjoint(remove_fields) and {"path", "deletionTimestamp"} <= remove_fields
+    removed = len([r for r in side.column("remove").to_pylist() if r])
+    assert removed == json.loads(r.stdout)["numFilesRemoved"] > 1  # the inserts' files, compacted
     with open(os.path.join(log, "_last_checkpoint")) as fh:
         last = json.loads(fh.read())
     assert last["version"] == 4

@@ -30,6 +30,7 @@ __all__ = [
     "configure_logging",
     "location",
     "one_line",
+    "owns_process",
     "run",
     "use_remote",
 ]
@@ -44,6 +45,18 @@ EXIT_CODES_HELP = (
 #: The loggers the CLI configures: ours, and the chatty ones of the Spark client.
 _OUR_LOGGER = "dbt_delta_optimize"
 _QUIET_LOGGERS = ("py4j", "pyspark")
+
+
+#: Set by the console script's ``main``, which ends the process after its one command.
+_OWNS_PROCESS = [False]
+
+
+def owns_process(now: bool | None = None) -> bool:
+    """Whether the command runs in a process of its own (the console script), after setting it if ``now`` is given:
+    a process-wide choice (pyarrow loaded without numpy for a VACUUM) is made only then, never in a caller's."""
+    if now is not None:
+        _OWNS_PROCESS[0] = now
+    return _OWNS_PROCESS[0]
 
 
 @dataclass(frozen=True)

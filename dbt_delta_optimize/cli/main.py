@@ -20,6 +20,7 @@ from .common import (
     BoundaryGroup,
     CliState,
     configure_logging,
+    owns_process,
     use_remote,
 )
 from .format import echo_json
@@ -93,6 +94,7 @@ def jars(as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """The console script's entry point: run the command, then end the process with its exit code."""
+    owns_process(True)
     try:
         cli.main(args=argv, prog_name="dbt-delta-optimize")
         code = 0

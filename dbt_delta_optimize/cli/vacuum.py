@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from ..options import VACUUM_OPTIONS, format_size
-from .common import BoundaryCommand, storage_option, storage_options
+from .common import BoundaryCommand, owns_process, storage_option, storage_options
 from .format import echo_json
 from .settings import setting_flags
 
@@ -18,6 +20,23 @@ __all__ = ["vacuum_cmd", "vacuum_commands"]
 def _progress(done: int, total: int) -> None:
     if total > 5000:
         click.echo(f"deleted {done}/{total} files", err=True)
+
+
+@contextmanager
+def _arrow_without_numpy() -> Iterator[None]:
+    """pyarrow imports numpy whenever it is installed (most of pyarrow's import), yet a VACUUM reads a checkpoint's
+    columns as Python lists and never touches numpy. In a process of its own, a VACUUM that loads pyarrow loads it
+    without numpy, which pyarrow supports since 16: ``import numpy`` fails while the command runs. A caller's
+    process (the API, dbt, a test) keeps its numpy, and pyarrow loaded before is left as it is."""
+    if not owns_process() or "pyarrow" in sys.modules or "numpy" in sys.modules:
+        yield
+        return
+    sys.modules["numpy"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if "numpy" in sys.modules and sys.modules["numpy"] is None:
+            del sys.modules["numpy"]
 
 
 @click.command("vacuum", cls=BoundaryCommand)
@@ -43,19 +62,20 @@ def vacuum_cmd(table: str, retain: str | None, mode: str, dry_run: bool, as_json
     """VACUUM: delete the files of TABLE that no version inside the retention needs (delta-spark's rules)."""
     from ..ops.vacuum import vacuum
 
-    metrics = vacuum(
-        None,
-        table,
-        retain=retain,
-        mode="lite" if mode == "lite" else "full",
-        dry_run=dry_run,
-        allow_short_retention=settings.get("allow_short_retention"),
-        vacuum_logging=settings.get("vacuum_logging"),
-        clean_logs=settings.get("clean_logs"),
-        task_runner=settings.get("task_runner"),
-        storage_options=storage_options(),
-        progress=None if as_json else _progress,
-    )
+    with _arrow_without_numpy():
+        metrics = vacuum(
+            None,
+            table,
+            retain=retain,
+            mode="lite" if mode == "lite" else "full",
+            dry_run=dry_run,
+            allow_short_retention=settings.get("allow_short_retention"),
+            vacuum_logging=settings.get("vacuum_logging"),
+            clean_logs=settings.get("clean_logs"),
+            task_runner=settings.get("task_runner"),
+            storage_options=storage_options(),
+            progress=None if as_json else _progress,
+        )
     if as_json:
         echo_json(metrics.to_dict())
         return

@@ -9,8 +9,10 @@ Connect session for the server methods when one is configured, or else dbt's own
 (thrift, http, odbc: ``sql_hooks``); ``connection.SparkTarget`` decides which.
 
 The pre-hook hands the table version to the post-hook through a file under dbt's target path,
-keyed by the invocation id (``target_files``), not through process state; the bridge object only
-holds the lock that serialises writes to those files across dbt's threads.
+keyed by the invocation id (``target_files``), not through process state; the bridge object holds
+the lock that serialises writes to those files across dbt's threads, and, for a table on an object
+store, the snapshot its pre-hook loaded (``ops.table.PinnedSnapshots``): the post-hook in the same
+process moves it on (one listing from the pinned version, the new commits) instead of loading it again.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Protocol as TypingProtocol
 from dbt.plugins.manager import dbtPlugin
 
 from ..ops.effective import Kind as SettingsKind
+from ..ops.table import PinnedSnapshots, pin_version
 from . import spark_hooks, sql_hooks, target_files
 from .connection import SparkTarget
 from .hook import decide, table_skip
@@ -119,6 +122,8 @@ class Bridge:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._told: set[str] = set()  #: invocations already told why the hooks skip (one line per run)
+        #: the snapshots the pre-hooks loaded (object stores), for their post-hooks in this process
+        self._pinned = PinnedSnapshots()
 
     def _target(self, spark_target: Any, record: dict[str, Any], invocation: str) -> SparkTarget | None:
         """What this call runs on (``record`` notes the engine), or None after marking ``record`` skipped.
@@ -155,17 +160,16 @@ class Bridge:
 
         A table that does not exist yet is saved as -1 ("before version 0": every commit of the run is its
         trigger, the table-creating one included). When the version cannot be read nothing is saved: the
-        post-hook then finds the run's commits from the run's start (``plan.run_commits``).
+        post-hook then finds the run's commits from the run's start (``plan.run_commits``). On an object
+        store the table's snapshot is loaded and kept for the post-hook (``ops.table.pin_version``).
         """
-        from ..ops.table import table_version
-
         try:
             target = SparkTarget.parse(spark_target)
             options = parse_operation_args(None, None, False, storage_options).storage_options
             if target.engine == "sql":
                 version = sql_hooks.table_version(target.sql_connection(), table, options)
             elif target.usable:
-                version = table_version(table, spark=target.session(), storage_options=options)
+                version = pin_version(table, self._pinned, spark=target.session(), storage_options=options)
             else:
                 return ""
         except Exception as exc:  # the model must not fail because the pre-hook could not look
@@ -198,7 +202,8 @@ class Bridge:
 
         Never raises for a failed compaction: the result carries ``status`` ``failed`` and ``error``,
         and the macro decides (on_error) whether the model fails. The cost when nothing qualifies is
-        kept to a catalog lookup and two log reads (the hook runs after every model).
+        kept to a catalog lookup and one load of the log (the hook runs after every model); after a pre-hook
+        in this process, to one listing from its version and the new commits read at once.
         """
         t0 = time.perf_counter()
         files = self.files(invocation_id, target_path)
@@ -220,7 +225,17 @@ class Bridge:
                     sql_hooks.run_model(conn, record, table, file_format, s, since, decision, started=run_started_at)
                 elif target is not None:
                     spark = functools.cache(target.session)
-                    spark_hooks.run_model(spark, record, table, file_format, s, since, decision, started=run_started_at)
+                    spark_hooks.run_model(
+                        spark,
+                        record,
+                        table,
+                        file_format,
+                        s,
+                        since,
+                        decision,
+                        started=run_started_at,
+                        pinned=self._pinned,
+                    )
         except Exception as exc:  # the model must not fail because compaction did (unless on_error: fail)
             _failed(record, exc)
         return self._finish(files, record, t0)

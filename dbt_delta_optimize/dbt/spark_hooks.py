@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotADeltaTableError, TableNotFoundError
 from ..ops.pipeline import Session
-from ..ops.table import Table, open_table
+from ..ops.table import PinnedSnapshots, Table, open_pinned, open_table
 from .hook import Decision, model_settings, run_summary, table_skip
 from .outcome import Report
 from .settings import ModelSettings
@@ -33,15 +33,29 @@ Spark = Callable[[], Any]
 
 
 def open_delta(
-    record: Report, table: str, file_format: str | None, options: Mapping[str, str] | None, spark: Spark
+    record: Report,
+    table: str,
+    file_format: str | None,
+    options: Mapping[str, str] | None,
+    spark: Spark,
+    *,
+    pinned: PinnedSnapshots | None = None,
+    since: int | None = None,
 ) -> Table | None:
-    """The table opened once, or None after marking ``record`` skipped (non-Delta model, missing table)."""
+    """The table opened once, or None after marking ``record`` skipped (non-Delta model, missing table).
+
+    With ``pinned``: the snapshot the pre-hook kept at ``since`` in this process, moved on to the latest version
+    (one listing and the new commits), when there is one."""
     reason = table_skip(file_format)
     if reason is not None:
         record.update(decision="skipped", status="skipped", reason=reason)
         return None
+    session = Session(None, start=spark)
     try:
-        handle = open_table(table, session=Session(None, start=spark), storage_options=options)
+        if pinned is not None:
+            handle = open_pinned(table, pinned, since, session=session, storage_options=options)
+        else:
+            handle = open_table(table, session=session, storage_options=options)
     except (NotADeltaTableError, TableNotFoundError) as exc:
         record.update(decision="skipped", status="skipped", reason=f"skipped: {exc}")
         return None
@@ -129,12 +143,14 @@ def run_model(
     decision: Decision,
     *,
     started: Any = None,
+    pinned: PinnedSnapshots | None = None,
 ) -> None:
     """Carry out the decision on the table, opened once; the record names the settings in force.
 
     ``since``: the pre-hook's version (-1: no table before the run); ``started``: the run's start, which
-    finds the run's commits when there is no pre-hook version (``plan.run_commits``)."""
-    handle = open_delta(record, table, file_format, s.storage_options, spark)
+    finds the run's commits when there is no pre-hook version (``plan.run_commits``); ``pinned``: the
+    snapshots the pre-hooks of this process kept (the table is then moved on from its pre-hook's, not loaded)."""
+    handle = open_delta(record, table, file_format, s.storage_options, spark, pinned=pinned, since=since)
     if handle is None:
         return
     get_conf = _conf(spark)

@@ -26,6 +26,7 @@ from ..errors import (
     InvalidConfigError,
     MetadataChangedError,
     ProtocolChangedError,
+    TableNotFoundError,
 )
 from .actions import (
     ADD,
@@ -41,7 +42,7 @@ from .actions import (
 )
 from .checkpoint_v2 import is_v2_policy, write_v2_checkpoint
 from .in_commit_timestamps import commit_timestamp, ict_enabled, next_in_commit_timestamp
-from .log import commit_path, read_commit
+from .log import READ_THREADS, commit_path, in_order, parse_commit, read_commit_bytes, read_threads
 from .protocol import ensure_write_supported
 from .row_tracking import (
     MISSING_HIGH_WATER_MARK,
@@ -238,43 +239,89 @@ class Transaction:
         domains = (ROW_TRACKING_DOMAIN,) if assigns else ()
 
         version = self.read_version + 1
-        rebased: list[int] = []
+        #: every version between the snapshot and ours, as read for the conflict check (the checkpoint's input)
+        rebased: list[tuple[int, list[dict[str, Any]]]] = []
 
-        def rebase_over(version: int) -> None:
+        def rebase_over(version: int, winning: list[dict[str, Any]]) -> None:
             nonlocal mark, previous
-            winning = read_commit(self.storage, root, version)
             check_conflicts(version, winning, read_paths=read, removed_paths=removed, root=root, domains=domains)
             # Rebase: our row ids go above the winner's mark, our timestamp after the winner's.
             theirs = winning_high_water_mark(winning, version)
             mark = mark if theirs is None else max(mark, theirs)
             previous = self._previous_timestamp(version, winning)
-            rebased.append(version)
+            rebased.append((version, winning))
 
-        while version in self._ours:  # this run's own earlier batches: not a lost attempt
-            rebase_over(version)
-            version += 1
+        ours: list[int] = []  # this run's own earlier batches right after the snapshot: not a lost attempt
+        while version + len(ours) in self._ours:
+            ours.append(version + len(ours))
+        for v, data in zip(ours, in_order(self._read_commit, ours, threads=read_threads(self.storage))):
+            rebase_over(v, self._parsed(v, data))
+            self._note_commit(v, data)
+        version += len(ours)
         for attempt in range(1, self.max_attempts + 1):
             payload = self._payload(info, adds, others, version, mark if assigns else None, previous)
             if self.storage.put_if_absent(self._log_path(version), payload):
                 self._committed = True
                 log.info("committed %s as version %d of %s (attempt %d)", operation, version, root, attempt)
-                checkpoint = self._maybe_checkpoint(version)
+                self._note_commit(version, payload)
+                checkpoint = self._maybe_checkpoint(
+                    version, [*rebased, (version, parse_commit(payload, root, version))]
+                )
                 files, size = self._clean_logs(checkpoint)
-                return CommitResult(version, self.read_version, attempt, checkpoint, tuple(rebased), files, size)
+                versions = tuple(v for v, _ in rebased)
+                return CommitResult(version, self.read_version, attempt, checkpoint, versions, files, size)
             # Someone won `version`: check it and every other winner up to the newest.
-            while self.storage.exists(self._log_path(version)):
-                rebase_over(version)
-                version += 1
+            for v, winning in self._winners(version):
+                rebase_over(v, winning)
+                version = v + 1
         raise CommitFailedError(
             f"Gave up committing {operation} to {root} after {self.max_attempts} attempts: other writers kept "
             f"winning (last tried version {version}). Nothing was committed. Raise "
             "spark.databricks.delta.maxCommitAttempts or re-run when the table is quieter."
         )
 
+    def _read_commit(self, version: int) -> bytes | None:
+        """One commit's bytes (kept by this run's log cache, or read); None when it does not exist (yet)."""
+        cache = self.snapshot.log_cache
+        if cache is not None and version in cache.commits:
+            return cache.commits[version]
+        try:
+            return read_commit_bytes(self.storage, self.snapshot.location, version)
+        except TableNotFoundError:
+            return None
+
+    def _parsed(self, version: int, data: bytes | None) -> list[dict[str, Any]]:
+        if data is None:
+            raise TableNotFoundError(f"Version {version} of '{self.snapshot.location}' is not in the log.")
+        return parse_commit(data, self.snapshot.location, version)
+
+    def _winners(self, first: int) -> list[tuple[int, list[dict[str, Any]]]]:
+        """The commits from ``first`` (a version our put lost) up to the newest: read concurrently in windows
+        that double (2, 4, ... 16 versions), up to the first version that does not exist. A lost commit costs
+        the winners' GETs and one more, not a listing or a HEAD per version."""
+        out: list[tuple[int, list[dict[str, Any]]]] = []
+        window, start = 2, first
+        threads = read_threads(self.storage)
+        while True:
+            versions = list(range(start, start + window))
+            for v, data in zip(versions, in_order(self._read_commit, versions, threads=threads)):
+                if data is None:
+                    return out
+                out.append((v, self._parsed(v, data)))
+                self._note_commit(v, data)
+            start, window = start + window, min(2 * window, READ_THREADS)
+
+    def _note_commit(self, version: int, data: bytes | None) -> None:
+        """A commit now in the log (ours, or a winner's we read): the run's log cache knows it and keeps it."""
+        if data is not None and self.snapshot.log_cache is not None:
+            self.snapshot.log_cache.note(f"{version:020d}.json", data, version=version)
+
     def _previous_timestamp(self, version: int, actions: Sequence[Mapping[str, Any]] | None) -> int | None:
         """The timestamp of ``version`` when this table has in-commit timestamps (ours must come after it)."""
         if not self.in_commit_timestamps or version < 0:
             return None
+        if actions is None and self.snapshot.log_cache is not None and version <= self.snapshot.version:
+            actions = self.snapshot.commits([version])[0][1]  # the snapshot's own commit: read by its load
         return commit_timestamp(self.storage, self.snapshot.location, version, actions)
 
     def _payload(
@@ -304,7 +351,10 @@ class Transaction:
         tail_lines = "".join(json.dumps({DOMAIN_METADATA: d.to_json()}, separators=(",", ":")) + "\n" for d in tail)
         return (head + "\n").encode() + files + tail_lines.encode()
 
-    def _maybe_checkpoint(self, version: int) -> int | None:
+    def _maybe_checkpoint(self, version: int, commits: Sequence[tuple[int, Sequence[Mapping[str, Any]]]]) -> int | None:
+        """A checkpoint at ``version`` when the interval says so: written by us from the snapshot and the
+        ``commits`` after it (``checkpoint_v1``: nothing read again), else by deltalake (which loads the table
+        at ``version``)."""
         try:
             interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
         except ValueError:
@@ -312,14 +362,38 @@ class Transaction:
         if interval <= 0 or version % interval != 0:
             return None
         try:
-            self.snapshot.delta_table_at(version).create_checkpoint()
-            if is_v2_policy(self.snapshot.configuration):
-                name = f"{version:020d}.checkpoint.parquet"
-                write_v2_checkpoint(self.storage, self.snapshot.location, version, join(self.snapshot.log_dir, name))
+            if not self._own_checkpoint(version, commits):
+                self._deltalake_checkpoint(version)
             return version
         except Exception as exc:  # a missing checkpoint only slows readers down
             log.warning("checkpoint at version %d of %s failed: %s", version, self.snapshot.location, exc)
             return None
+
+    def _own_checkpoint(self, version: int, commits: Sequence[tuple[int, Sequence[Mapping[str, Any]]]]) -> bool:
+        """Our checkpoint, when ``checkpoint_v1`` can write it (False, and why at debug level, when not)."""
+        from .checkpoint_v1 import unsupported, write_checkpoint
+
+        root = self.snapshot.location
+        reason = unsupported(self.snapshot, version, commits)
+        if reason is None:
+            try:
+                written = write_checkpoint(self.snapshot, version, commits, storage=self.storage)
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            else:
+                cache = self.snapshot.log_cache
+                if cache is not None:
+                    for name, size in written.files:
+                        cache.note(name, size)
+                return True
+        log.debug("checkpoint at version %d of %s written by deltalake: %s", version, root, reason)
+        return False
+
+    def _deltalake_checkpoint(self, version: int) -> None:
+        self.snapshot.delta_table_at(version).create_checkpoint()
+        if is_v2_policy(self.snapshot.configuration):
+            name = f"{version:020d}.checkpoint.parquet"
+            write_v2_checkpoint(self.storage, self.snapshot.location, version, join(self.snapshot.log_dir, name))
 
     def _clean_logs(self, checkpoint: int | None) -> tuple[int, int]:
         """Expired log cleanup after our checkpoint; a failure never fails the commit (as delta-spark)."""

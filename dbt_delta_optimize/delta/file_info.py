@@ -24,3 +24,5 @@ class Listed:
     size: int
     mtime_ms: int
     is_dir: bool = False
+    #: the store's entity tag, where a listing gives one (an object written again has another)
+    etag: str | None = None

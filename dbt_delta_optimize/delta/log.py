@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +21,7 @@ from urllib.parse import unquote
 from ..errors import CorruptLogError, NotADeltaTableError, TableNotFoundError
 from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, DomainMetadata, loads
 from .checkpoint_v2 import checkpoint_files, choose_checkpoint
+from .file_info import Listed
 from .log_files import SmallLogFiles, small_log_files
 from .storage import LocalStorage, Storage, join
 
@@ -85,6 +87,14 @@ class LogCache:
     files: Storage
     budget: int = 64 << 20
     commits: dict[int, bytes] = field(default_factory=dict, repr=False)
+    #: each listed commit's (modification time in ms, size, entity tag) where the listing gave them (a store's):
+    #: ``advanced`` tells by it that the log it lists on from is the one listed here, not a table made anew
+    stamps: dict[int, tuple[int, int, str | None]] = field(default_factory=dict, repr=False)
+    #: the listing's files (name -> size and modification time) and folders under ``_delta_log``, and the log
+    #: files this run wrote or read since (``note``): what expired log cleanup plans from, without listing
+    #: again. None when the listing gave names only (a local table: listing it again costs nothing).
+    entries: dict[str, Listed] | None = field(default=None, repr=False)
+    folders: tuple[str, ...] = ()
     _reading: dict[int, Future[bytes]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -98,7 +108,48 @@ class LogCache:
         found, folders = storage.list_top(log_dir, lambda name: False)
         listing = log_listing([*(f.path for f in found if not f.is_dir), *folders], root)
         files.sizes.update({join(log_dir, f.path): f.size for f in found if not f.is_dir})
-        return cls(storage, root, listing, files)
+        entries = {f.path: f for f in found if not f.is_dir}
+        return cls(storage, root, listing, files, stamps=_stamps(found), entries=entries, folders=tuple(folders))
+
+    def advanced(self, storage: Storage | None = None) -> LogCache | None:
+        """This log moved on to its latest version by one listing that starts at its last commit (S3's
+        ``start-after``): the new commits are listed, the commits and checkpoint files read so far are kept
+        (read through ``storage``, e.g. a view with a request counter of its own). None when it cannot be moved
+        on: the listing gave no modification times (a local log), the last commit is not there as it was listed
+        (the table made anew, the log cleaned up), or the new commits have a gap: then load it anew."""
+        latest = self.listing.latest
+        if latest not in self.stamps or not self.listing.commits or self.listing.commits[-1] != latest:
+            return None
+        storage = storage if storage is not None else self.storage
+        after = f"{latest - 1:020d}.json" if latest > 0 else ""  # the last commit itself is listed again
+        found = storage.list_after(join(self.root, LOG_DIR), after, below="_")
+        stamps = _stamps(found)
+        if stamps.get(latest) != self.stamps[latest]:
+            return None
+        new = sorted(v for v in stamps if v > latest)
+        if new != list(range(latest + 1, latest + 1 + len(new))):
+            return None
+        files = self.files.over(storage) if isinstance(self.files, SmallLogFiles) else storage
+        listing = LogListing((*self.listing.commits, *new), dict(self.listing.checkpoints))
+        with self._lock:
+            kept = dict(self.commits)
+        return LogCache(storage, self.root, listing, files, self.budget, kept, stamps={**self.stamps, **stamps})
+
+    def note(self, name: str, data: bytes | int, *, version: int | None = None) -> None:
+        """A file this run wrote (or a winner's commit it read) under ``_delta_log``: its size, modified now; a
+        commit's bytes (``version``) are kept too, as it never changes."""
+        size = data if isinstance(data, int) else len(data)
+        if version is not None and not isinstance(data, int) and version not in self.commits and size <= self.budget:
+            self.commits[version] = data
+            self.budget -= size
+        if self.entries is not None:
+            self.entries[name] = Listed(name, size, int(time.time() * 1000))
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Log files deleted since the listing (expired log cleanup)."""
+        if self.entries is not None:
+            for name in names:
+                self.entries.pop(name, None)
 
     def read(self, version: int) -> bytes:
         """One commit's bytes: kept, or read (a missing one is a TableNotFoundError naming it) and kept. A read
@@ -131,6 +182,13 @@ class LogCache:
     def commit_bytes(self, versions: Sequence[int]) -> Iterator[tuple[int, bytes]]:
         """(version, bytes) in order, the ones not kept read concurrently (``in_order``)."""
         return zip(versions, in_order(self.read, versions, threads=read_threads(self.storage)))
+
+
+def _stamps(found: Iterable[Listed]) -> dict[int, tuple[int, int, str | None]]:
+    """Commit version -> (modification time in ms, size, entity tag) of the commits among listed files."""
+    return {
+        int(m.group(1)): (f.mtime_ms, f.size, f.etag) for f in found if not f.is_dir and (m := _COMMIT_RE.match(f.path))
+    }
 
 
 def commit_path(root: str, version: int) -> str:

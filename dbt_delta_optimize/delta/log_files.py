@@ -41,6 +41,10 @@ class SmallLogFiles:
     def requests(self) -> RequestCounter:
         return self.base.requests
 
+    def over(self, base: Storage) -> SmallLogFiles:
+        """The files kept so far, with every other call going to ``base`` (the same store, a counter of its own)."""
+        return SmallLogFiles(base, dict(self.sizes), dict(self._kept))
+
     def open_input(self, path: str) -> BinaryIO:
         data = self._kept.get(path)
         if data is None:
@@ -96,6 +100,9 @@ class SmallLogFiles:
 
     def list_top(self, path: str, skip: Callable[[str], bool]) -> tuple[list[Listed], list[str]]:
         return self.base.list_top(path, skip)
+
+    def list_after(self, path: str, after: str, *, below: str | None = None) -> list[Listed]:
+        return self.base.list_after(path, after, below=below)
 
     def delete_many(self, paths: Sequence[str]) -> int:
         return self.base.delete_many(paths)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
@@ -117,6 +118,13 @@ _KNOWN = {
     ),
 }
 _ALIASES = {"endpoint_url": "endpoint", "storage_account_name": "account_name", "storage_account_key": "account_key"}
+
+
+def _listed(meta: Mapping[str, Any], strip: int, *, etag: bool = True) -> Listed:
+    """One listed object (obstore's metadata) as a ``Listed``, its name relative to the listed folder; without
+    ``etag`` its entity tag is not kept (a VACUUM listing of millions of files has no use for it)."""
+    mtime_ms = int(meta["last_modified"].timestamp() * 1000)
+    return Listed(meta["path"][strip:], int(meta["size"]), mtime_ms, etag=meta.get("e_tag") if etag else None)
 
 
 def _config_key(key: str, cloud: str) -> str | None:
@@ -490,15 +498,19 @@ class ObjectStorage:
         return not any(True for _ in self.list_dir(path))
 
     # ------------------------------------------------------------------ bulk (VACUUM)
-    def _list_prefix(self, path: str, key_prefix: str, strip: int) -> Iterator[Listed]:
+    def _list_prefix(
+        self, path: str, key_prefix: str, strip: int, *, offset: str | None = None, etags: bool = False
+    ) -> Generator[Listed, None, None]:
+        """A streamed listing of ``key_prefix`` (from ``offset`` on when given), page by page, counted."""
         import obstore
 
         pages = self._counts.pages()
+        extra = {} if offset is None else {"offset": offset}
         try:
-            for chunk in obstore.list(self._store, key_prefix, chunk_size=1000):
+            for chunk in obstore.list(self._store, key_prefix, chunk_size=1000, **extra):
                 pages.got(len(chunk))
                 for meta in chunk:
-                    yield Listed(meta["path"][strip:], int(meta["size"]), int(meta["last_modified"].timestamp() * 1000))
+                    yield _listed(meta, strip, etag=etags)
         except InvalidArgumentError:
             raise
         except Exception as exc:
@@ -533,13 +545,23 @@ class ObjectStorage:
         top = self._call(path, obstore.list_with_delimiter, prefix or None)
         self._counts.more_pages(len(top["objects"]) + len(top["common_prefixes"]))
         strip = len(prefix)
-        files = [
-            Listed(name, int(o["size"]), int(o["last_modified"].timestamp() * 1000))
-            for o in top["objects"]
-            if not skip(name := o["path"][strip:])
-        ]
+        files = [_listed(o, strip) for o in top["objects"] if not skip(o["path"][strip:])]
         folders = [f for p in top["common_prefixes"] if not skip(f := p.rstrip("/")[strip:])]
         return files, folders
+
+    def list_after(self, path: str, after: str, *, below: str | None = None) -> list[Listed]:
+        """One listing from ``after`` on (S3 ``start-after``; elsewhere obstore filters what the store lists),
+        read page by page until a name reaches ``below``: the objects directly under ``path``, in name order."""
+        key = self.key(path).rstrip("/")
+        prefix = (key + "/") if key else ""
+        found: list[Listed] = []
+        with closing(self._list_prefix(path, prefix, len(prefix), offset=prefix + after, etags=True)) as listed:
+            for entry in listed:
+                if below is not None and entry.path >= below:
+                    break
+                if "/" not in entry.path and entry.path > after:
+                    found.append(entry)
+        return sorted(found, key=lambda f: f.path)
 
     def delete_many(self, paths: Sequence[str]) -> int:
         """obstore's bulk delete (S3 DeleteObjects of up to 1,000 keys; one request per key elsewhere),

@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
@@ -37,6 +37,7 @@ __all__ = [
     "read_commit",
     "read_commits",
     "summarize",
+    "update_snapshot",
 ]
 
 
@@ -463,6 +464,22 @@ def load_snapshot(location: str, version: int | None = None, *, storage: Storage
         finally:
             released.set()
     return Snapshot(root, v, protocol, metadata, FileView(table), storage, table, delta_table=dt, log_cache=cache)
+
+
+def update_snapshot(snapshot: Snapshot, *, storage: Storage | None = None) -> Snapshot:
+    """The table's latest snapshot, moved on from one loaded before (as deltalake updates a loaded table): one
+    listing from its version on, the new commits read concurrently, and the live files replayed from what the
+    earlier load kept (its checkpoint and commits are not read again). ``storage``: the same store, e.g. with a
+    request counter of its own. Loaded anew when the earlier one cannot be moved on (``LogCache.advanced``)."""
+    storage = storage if storage is not None else snapshot.storage
+    cache = snapshot.log_cache
+    moved = cache.advanced(storage) if cache is not None else None
+    if moved is None:
+        return load_snapshot(snapshot.location, storage=storage)
+    if moved.listing.latest == snapshot.version:
+        return replace(snapshot, storage=storage, log_cache=moved)
+    lean = _lean_snapshot(moved, None)
+    return lean if lean is not None else load_snapshot(snapshot.location, storage=storage)
 
 
 def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, int]:

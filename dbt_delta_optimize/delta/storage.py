@@ -15,7 +15,6 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 from typing import Protocol as TypingProtocol
@@ -23,7 +22,6 @@ from urllib.parse import unquote, urlparse
 
 from ..errors import InvalidArgumentError
 from .file_info import FileInfo, Listed
-from .parallel import merged
 from .requests import RequestCounter
 
 __all__ = ["FileInfo", "LocalStorage", "Storage", "join", "local_path", "storage_for", "storage_of", "table_uri"]
@@ -96,13 +94,19 @@ class Storage(TypingProtocol):
 
     def walk(self, path: str, skip: Callable[[str], bool], *, by_prefix: bool = True) -> Iterator[Listed]:
         """Every file (and folder) under ``path``, streamed, relative to it; folders whose name ``skip``
-        accepts are not entered (and files it accepts not yielded). Parallel by top-level folder
-        (``by_prefix``: when the caller expects folders there, such as partitions)."""
+        accepts are not entered (and files it accepts not yielded). Parallel by top-level folder on object
+        stores (``by_prefix``: when the caller expects folders there, such as partitions)."""
         ...
 
     def list_top(self, path: str, skip: Callable[[str], bool]) -> tuple[list[Listed], list[str]]:
         """One level of ``walk``: what it yields directly under ``path`` (files; folders too where the store
         has them), and the names of the folders it would enter (a listing split by top-level prefix)."""
+        ...
+
+    def list_after(self, path: str, after: str, *, below: str | None = None) -> list[Listed]:
+        """The files directly under ``path`` whose names sort after ``after`` (and before ``below``), sorted,
+        with size and modification time: one listing that starts there (S3's ``start-after``), so a reader
+        that knows the log up to a version lists only what came since."""
         ...
 
     def delete_many(self, paths: Sequence[str]) -> int:
@@ -115,8 +119,9 @@ class Storage(TypingProtocol):
         ...
 
 
-def _scan_local(base: str, rel: str, skip: Callable[[str], bool]) -> Iterator[Listed]:
-    """One folder tree under ``base``, depth first, with ``os.scandir`` (one stat per entry on Linux)."""
+def _scan_local(base: str, rel: str, skip: Callable[[str], bool]) -> Iterator[list[Listed]]:
+    """One folder tree under ``base``, depth first, with ``os.scandir`` (one stat per entry on Linux): each
+    folder's entries as one list (at most ``_SCAN_BATCH``)."""
     stack = [rel]
     while stack:
         current = stack.pop()
@@ -124,14 +129,15 @@ def _scan_local(base: str, rel: str, skip: Callable[[str], bool]) -> Iterator[Li
             entries = list(os.scandir(os.path.join(base, current) if current else base))
         except (FileNotFoundError, NotADirectoryError):
             continue
-        for e in entries:
-            if skip(e.name):
-                continue
-            found = _listed(e, f"{current}/{e.name}" if current else e.name)
-            if found is not None:
-                if found.is_dir:
-                    stack.append(found.path)
-                yield found
+        head = f"{current}/" if current else ""
+        for i in range(0, len(entries), _SCAN_BATCH):
+            found = [f for e in entries[i : i + _SCAN_BATCH] if not skip(e.name) and (f := _listed(e, head + e.name))]
+            stack.extend(f.path for f in found if f.is_dir)
+            yield found
+
+
+#: Entries of one folder read into one list at most (a listing stays a stream, bounded by this).
+_SCAN_BATCH = 1000
 
 
 def _listed(e: os.DirEntry[str], path: str) -> Listed | None:
@@ -316,7 +322,13 @@ class LocalStorage:
         top, dirs = self.list_top(path, skip)
         yield from top
         self.requests.count("LIST", len(dirs))  # one walk per top-level folder
-        yield from merged([partial(_scan_local, local_path(path), d, skip) for d in dirs], threads=4)
+        # In this thread: a stat of a cached inode costs microseconds, and threads taking turns on the GIL
+        # cost more than they overlap (100 folders of 101 files on 2 cores: 46 ms here, 80 ms on 2 threads,
+        # 140 ms on 4). A caller that wants the walk to overlap its own work runs it in a thread (VACUUM).
+        base = local_path(path)
+        for d in dirs:
+            for batch in _scan_local(base, d, skip):
+                yield from batch
 
     def list_top(self, path: str, skip: Callable[[str], bool]) -> tuple[list[Listed], list[str]]:
         self.requests.count("LIST")
@@ -326,6 +338,10 @@ class LocalStorage:
             return [], []
         found = [f for e in entries if not skip(e.name) and (f := _listed(e, e.name)) is not None]
         return found, [f.path for f in found if f.is_dir]
+
+    def list_after(self, path: str, after: str, *, below: str | None = None) -> list[Listed]:
+        found, _ = self.list_top(path, lambda name: name <= after or (below is not None and name >= below))
+        return sorted((f for f in found if not f.is_dir), key=lambda f: f.path)
 
     def delete_many(self, paths: Sequence[str]) -> int:
         local = [local_path(p) for p in paths]

@@ -21,12 +21,13 @@ from ..delta.storage import Storage, join
 from ..errors import CorruptLogError
 from ..plan.log_cleanup import (
     cleanup_enabled,
+    parse_log_name,
     plan_log_cleanup,
     plan_sidecar_cleanup,
     sidecar_checkpoints,
 )
 
-__all__ = ["LogCleanupResult", "after_checkpoint", "clean_expired_logs"]
+__all__ = ["KnownLog", "LogCleanupResult", "after_checkpoint", "clean_expired_logs"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,31 @@ def _referenced_sidecars(storage: Storage, root: str, names: tuple[str, ...]) ->
     return refs
 
 
+@dataclass(frozen=True)
+class KnownLog:
+    """What a run already knows of ``_delta_log``, so cleanup lists nothing: its files (the load's listing plus
+    what the run wrote since), whether ``_staged_commits`` exists, and the checkpoint it just wrote."""
+
+    files: tuple[Listed, ...]
+    staged_folder: bool
+    last_checkpoint: int
+
+
+def _known(snapshot: Snapshot, version: int) -> KnownLog | None:
+    """The log as the snapshot's load listed it and this run wrote it, when that holds the checkpoint at
+    ``version`` (ours); None when it does not say (a local listing, deltalake's checkpoint): then list."""
+    cache = snapshot.log_cache
+    entries = cache.entries if cache is not None else None
+    if cache is None or entries is None:
+        return None
+    files = tuple(f for name, f in entries.items() if not _top_level(name) and "/" not in name)
+    if not any(
+        (n := parse_log_name(f.path)) is not None and n.kind == "checkpoint" and n.version == version for f in files
+    ):
+        return None
+    return KnownLog(files, _STAGED_DIR in cache.folders, version)
+
+
 def clean_expired_logs(
     storage: Storage,
     root: str,
@@ -97,18 +123,27 @@ def clean_expired_logs(
     v2_checkpoints: bool = False,
     now_ms: int | None = None,
     dry_run: bool = False,
+    known: KnownLog | None = None,
 ) -> LogCleanupResult:
     """Delete the table's expired log files (commits, checksums, checkpoints, then unreferenced sidecars).
 
-    Raises ``CorruptLogError`` before any delete when the listing is odd (a gap in commit versions).
+    ``known``: the log as the caller knows it (nothing listed or read then, but the sidecars when a
+    checkpoint goes). Raises ``CorruptLogError`` before any delete when the listing is odd (a gap in
+    commit versions).
     """
     now = int(time.time() * 1000) if now_ms is None else now_ms
     log_dir = join(root, "_delta_log")
-    listing = _list(storage, log_dir, _top_level)
-    staged = _list(storage, join(log_dir, _STAGED_DIR), lambda _: False)
+    if known is None:
+        listing = _list(storage, log_dir, _top_level)
+        staged = _list(storage, join(log_dir, _STAGED_DIR), lambda _: False)
+        last_checkpoint = _last_checkpoint(storage, log_dir)
+    else:
+        listing = list(known.files)
+        staged = _list(storage, join(log_dir, _STAGED_DIR), lambda _: False) if known.staged_folder else []
+        last_checkpoint = known.last_checkpoint
     plan = plan_log_cleanup(
         listing,
-        last_checkpoint=_last_checkpoint(storage, log_dir),
+        last_checkpoint=last_checkpoint,
         configuration=configuration,
         now_ms=now,
         staged=staged,
@@ -143,15 +178,22 @@ def clean_expired_logs(
 
 def after_checkpoint(snapshot: Snapshot) -> Callable[[int], tuple[int, int]]:
     """The commit writer's hook: delta-spark's ``doLogCleanup`` once a checkpoint is written (when
-    ``delta.enableExpiredLogCleanup`` is on); returns (files, bytes) deleted."""
+    ``delta.enableExpiredLogCleanup`` is on); returns (files, bytes) deleted. On a store the snapshot's
+    listing and what the run wrote since are the listing (``_known``): nothing is listed again."""
 
     def run(version: int) -> tuple[int, int]:
         if not cleanup_enabled(snapshot.configuration):
             return (0, 0)
         features = set(snapshot.protocol.writer_features or ())
         done = clean_expired_logs(
-            snapshot.storage, snapshot.location, snapshot.configuration, v2_checkpoints="v2Checkpoint" in features
+            snapshot.storage,
+            snapshot.location,
+            snapshot.configuration,
+            v2_checkpoints="v2Checkpoint" in features,
+            known=_known(snapshot, version),
         )
+        if snapshot.log_cache is not None and done.files_deleted:
+            snapshot.log_cache.forget(done.files)
         return (done.files_deleted, done.bytes_deleted)
 
     return run

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..delta.actions import COMMIT_INFO, REMOVE
 from ..delta.checkpoint_v2 import checkpoint_files
-from ..delta.log import commit_path, list_log
 from ..delta.snapshot import Snapshot
+from ..delta.storage import Storage
 from ..plan.maintenance import CommitSummary, LogFacts, Tombstone
 
 __all__ = ["DEFAULT_LOOKBACK", "commit_summary", "read_log_facts"]
@@ -66,13 +66,13 @@ def _tombstone(remove: dict[str, Any]) -> Tombstone | None:
     return Tombstone(path, _int(remove.get("size")), _int(remove.get("deletionTimestamp")))
 
 
-def _checkpoint_tombstones(snapshot: Snapshot, names: tuple[str, ...]) -> list[Tombstone]:
+def _checkpoint_tombstones(storage: Storage, root: str, names: tuple[str, ...]) -> list[Tombstone]:
     import pyarrow.parquet as pq
 
-    where = checkpoint_files(snapshot.storage, snapshot.location, names)
+    where = checkpoint_files(storage, root, names)
     out = [t for a in where.json_actions if REMOVE in a and (t := _tombstone(a[REMOVE])) is not None]
     for path in where.parquet:
-        with snapshot.storage.open_input(path) as fh:
+        with storage.open_input(path) as fh:
             pf = pq.ParquetFile(fh)
             if REMOVE not in pf.schema_arrow.names:
                 continue
@@ -84,18 +84,24 @@ def _checkpoint_tombstones(snapshot: Snapshot, names: tuple[str, ...]) -> list[T
 
 
 def read_log_facts(snapshot: Snapshot, *, now_ms: int, lookback: int = DEFAULT_LOOKBACK) -> LogFacts:
-    """Tombstones (checkpoint's, then the commits') and commit summaries (newest first) up to ``snapshot.version``."""
-    storage, root = snapshot.storage, snapshot.location
-    listing = list_log(storage, root)
+    """Tombstones (checkpoint's, then the commits') and commit summaries (newest first) up to ``snapshot.version``.
+
+    Read from the snapshot's load (``Snapshot.cached_log``): its listing, its checkpoint files and the commits it
+    read are not read again; the others are read concurrently."""
+    cache = snapshot.cached_log()
+    listing = cache.listing
     cp = listing.checkpoint_at_or_before(snapshot.version)
-    tombstones = _checkpoint_tombstones(snapshot, listing.checkpoints[cp]) if cp is not None else []
+    tombstones = _checkpoint_tombstones(cache.files, cache.root, listing.checkpoints[cp]) if cp is not None else []
     commits: list[CommitSummary] = []
     present = set(listing.commits)
+    versions: list[int] = []
     for v in range(snapshot.version, max(snapshot.version - lookback, -1), -1):
         if v not in present:
             break  # cleaned up by log retention: only the checkpoint remains before this
+        versions.append(v)
+    for v, data in cache.commit_bytes(versions):
         info: dict[str, Any] = {}
-        for line in storage.read_bytes(commit_path(root, v)).splitlines():
+        for line in data.splitlines():
             if b'"remove"' in line or b'"commitInfo"' in line:
                 action = json.loads(line)
                 if REMOVE in action and (t := _tombstone(action[REMOVE])) is not None:

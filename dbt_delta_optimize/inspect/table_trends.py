@@ -99,7 +99,11 @@ def table_trends(
     from urllib.parse import unquote
 
     if reads is None:
-        reads = LogReads(snapshot.storage, snapshot.location, keep_actions=True)
+        cache = snapshot.log_cache  # a store's load: its listing gave the commits' times, its commits are kept
+        if cache is not None and cache.listing.latest == snapshot.version and cache.stamps:
+            reads = LogReads.over(cache, keep_actions=True)
+        else:
+            reads = LogReads(snapshot.storage, snapshot.location, keep_actions=True)
     start = (now_ms // DAY_MS - (days - 1)) * DAY_MS
     commits, since = window_commits(reads, snapshot.version, start, max_commits)
     dead = read_tombstones(reads, snapshot.version)

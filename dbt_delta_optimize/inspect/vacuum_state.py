@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..delta.log import LOG_DIR, commit_path, list_log
+from ..delta.log import LOG_DIR
 from ..delta.snapshot import Snapshot
 from ..delta.storage import join
 from ..delta.vacuum_log import LAST_VACUUM_INFO, LogReads, dv_relative_path, read_tombstones
@@ -98,13 +98,13 @@ def _from_commits(snapshot: Snapshot, since_ms: int | None, limit: int) -> dict[
     """The newest VACUUM END at or before the snapshot, looking back until ``since_ms`` or ``limit`` commits;
     with ``deletedBeforeMs`` from its VACUUM START when that is in reach (a completed run deleted the
     tombstones removed before it)."""
-    storage, root = snapshot.storage, snapshot.location
-    present = set(list_log(storage, root).commits)
+    cache = snapshot.cached_log()  # the load's listing and the commits it read: not read again
+    present = set(cache.listing.commits)
     found: dict[str, Any] | None = None
     for v in range(snapshot.version, max(snapshot.version - limit, -1), -1):
         if v not in present:
             break  # older commits were cleaned up
-        info = _commit_info(storage.read_bytes(commit_path(root, v)))
+        info = _commit_info(cache.read(v))
         ts, operation = _timestamp(info), info.get("operation")
         if found is not None:
             if operation == "VACUUM START" and ts is not None and found["status"] == "COMPLETED":

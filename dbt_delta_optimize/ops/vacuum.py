@@ -28,7 +28,7 @@ from ..delta.parallel import Prefetched
 from ..delta.protocol import ensure_write_supported
 from ..delta.storage import LocalStorage, Storage, join
 from ..delta.vacuum_log import (
-    LogFile,
+    LogFiles,
     LogReads,
     added_since,
     commit_ict,
@@ -248,12 +248,12 @@ def _planned(
         listing = cluster.listing() if cluster is not None else Prefetched(partial(_walk, opened))
     try:
         live, dead = _read_state(opened, reads)
-        if also_live:  # deltalake's replay is there already: keep what either one calls live
-            live.extend(live_files(opened.snapshot.file_table.adds))
         protected = protected_paths(opened.location, live, dead, delete_before)
+        if also_live:  # deltalake's replay is there already: keep what either one calls live
+            protected |= protected_paths(opened.location, live_files(opened.snapshot.file_table.adds), (), 0)
         if listing is None:
             return (*_lite_plan(opened, protected, delete_before, reads), None)
-        expired = [t.path for t in dead if t.deletion_timestamp < delete_before]
+        expired = [p for p, ts in zip(dead.paths, dead.deletion_timestamps) if ts < delete_before]
         plan = plan_vacuum(
             opened.location,
             listing,
@@ -351,7 +351,7 @@ def _head_snapshot(location: str, reads: LogReads) -> Snapshot | None:
     return Snapshot(root, version, protocol, metadata, (), storage, FileTable(None, None))
 
 
-def _read_state(table: Table, reads: LogReads) -> tuple[list[LogFile], list[LogFile]]:
+def _read_state(table: Table, reads: LogReads) -> tuple[LogFiles, LogFiles]:
     """Live files and tombstones; a log our replay cannot parse gets deltalake's diagnosis (a typed error)."""
     storage, root = table.storage, table.location
     try:

@@ -120,6 +120,36 @@ def parse_interval(value: Any, *, key: str) -> int:
     return round(float(m.group(1)) * _INTERVAL_UNITS[m.group(2) or "h"])
 
 
+#: Units of a Delta table property interval (``interval 7 days``), as delta-spark's ``DeltaConfigs`` read them.
+_DELTA_INTERVAL_UNITS = {
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60 * 1000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+    "week": 604_800_000,
+}
+
+
+def parse_interval_ms(text: str) -> int:
+    """Milliseconds of a Delta table property interval such as ``interval 7 days`` (``DeltaConfigs.getMilliSeconds``).
+
+    Months and years are refused by delta-spark for these properties too (they have no fixed length).
+    """
+    words = str(text).strip().lower().split()
+    if words and words[0] == "interval":
+        words = words[1:]
+    if not words or len(words) % 2:
+        raise ValueError(f"not an interval: {text!r}")
+    total = 0
+    for number, unit in zip(words[::2], words[1::2]):
+        unit = unit.rstrip("s") if unit not in ("ms",) else "millisecond"
+        if unit not in _DELTA_INTERVAL_UNITS:
+            raise ValueError(f"not an interval: {text!r}")
+        total += round(float(number) * _DELTA_INTERVAL_UNITS[unit])
+    return total
+
+
 def parse_choice(value: Any, *, key: str, choices: Sequence[str]) -> str:
     s = str(value).strip().lower()
     if s not in choices:

@@ -14,21 +14,24 @@ the log never named. Hidden names (``_x``, ``.x``) are never looked into, except
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from typing import Any, Literal
 from urllib.parse import unquote
 
 from ..delta.file_info import Listed
 from ..delta.paths import is_absolute, is_inside
-from ..delta.vacuum_log import LogFile
+from ..delta.vacuum_log import LogFile, LogFiles
+from ..options.values import parse_interval_ms
 
 __all__ = [
     "LITE_REFUSAL",
     "Candidate",
     "Listed",
     "LogFile",
+    "LogFiles",
     "Reason",
     "VacuumPlan",
     "active_commit_at",
@@ -56,9 +59,10 @@ LITE_REFUSAL = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
-    """One path VACUUM deletes (relative to the root), its size and why."""
+    """One path VACUUM deletes (relative to the root), its size and why (slots: no dict per deleted file, half
+    the objects the garbage collector counts while a 10,000-file plan is made)."""
 
     path: str
     size: int
@@ -100,35 +104,6 @@ class VacuumPlan:
 
 
 # ----------------------------------------------------------------------------- durations
-_INTERVAL_UNITS = {
-    "millisecond": 1,
-    "second": 1000,
-    "minute": 60 * 1000,
-    "hour": HOUR_MS,
-    "day": DAY_MS,
-    "week": 7 * DAY_MS,
-}
-
-
-def parse_interval_ms(text: str) -> int:
-    """Milliseconds of a Delta table property interval such as ``interval 7 days`` (``DeltaConfigs.getMilliSeconds``).
-
-    Months and years are refused by delta-spark for these properties too (they have no fixed length).
-    """
-    words = str(text).strip().lower().split()
-    if words and words[0] == "interval":
-        words = words[1:]
-    if not words or len(words) % 2:
-        raise ValueError(f"not an interval: {text!r}")
-    total = 0
-    for number, unit in zip(words[::2], words[1::2]):
-        unit = unit.rstrip("s") if unit not in ("ms",) else "millisecond"
-        if unit not in _INTERVAL_UNITS:
-            raise ValueError(f"not an interval: {text!r}")
-        total += round(float(number) * _INTERVAL_UNITS[unit])
-    return total
-
-
 _RETAIN_UNITS = {"ms": 1, "s": 1000, "m": 60 * 1000, "h": HOUR_MS, "d": DAY_MS, "w": 7 * DAY_MS}
 _RETAIN_WORDS = {"hour": "h", "hours": "h", "day": "d", "days": "d", "minute": "m", "minutes": "m"}
 
@@ -236,28 +211,42 @@ def _parents(path: str) -> Iterable[str]:
         parent = posixpath.dirname(parent)
 
 
-def protected_paths(root: str, live: Iterable[LogFile], tombstones: Iterable[LogFile], delete_before: int) -> set[str]:
+def protected_paths(
+    root: str, live: Iterable[LogFile] | LogFiles, tombstones: Iterable[LogFile] | LogFiles, delete_before: int
+) -> set[str]:
     """delta-spark's valid files: live files, tombstones removed at or after ``delete_before``, their DV
-    files, and every folder above them (relative, decoded)."""
+    files, and every folder above them (relative, decoded). ``LogFiles`` are read as columns."""
     out: set[str] = set()
+    chained: set[str] = set()  # folders whose parents are all in ``out`` already (one lookup per file)
 
-    def keep(f: LogFile) -> None:
-        rel = relative_path(f.path, root)
-        if rel is not None and rel not in out:
+    def keep(path: str, dv_path: str | None) -> None:
+        rel = path if _plain(path) else relative_path(path, root)
+        if rel is not None:
             out.add(rel)
-            out.update(_parents(rel))
-        if f.dv_path is not None:
-            out.add(f.dv_path)
+            folder = rel.rpartition("/")[0]
+            if folder and folder not in chained:
+                chained.add(folder)
+                out.add(folder)
+                out.update(_parents(folder))
+        if dv_path is not None:
+            out.add(dv_path)
 
-    for f in live:
-        keep(f)
-    for t in tombstones:
-        if t.deletion_timestamp >= delete_before:
-            keep(t)
+    for files, young in ((live, None), (tombstones, delete_before)):
+        if isinstance(files, LogFiles):
+            stamps = files.deletion_timestamps
+            rows = range(len(files)) if young is None else [i for i, ts in enumerate(stamps) if ts >= young]
+            paths, dvs = files.paths, files.dvs
+            for i in rows:
+                dv = dvs.get(i) if dvs else None
+                keep(paths[i], dv[0] if dv is not None else None)
+        else:
+            for f in files:
+                if young is None or f.deletion_timestamp >= young:
+                    keep(f.path, f.dv_path)
     return out
 
 
-def _reason(path: str, expired: set[str]) -> Reason:
+def _reason(path: str, expired: set[str] | frozenset[str]) -> Reason:
     name = path.rpartition("/")[2]  # posixpath.basename, without its call overhead (once per deleted file)
     if path in expired:
         return "expired tombstone"
@@ -337,6 +326,22 @@ def plan_vacuum(
     return VacuumPlan(tuple(sorted(files, key=lambda c: c.path)), folders.empty(protected), sidecars, n_files, n_dirs)
 
 
+_NONE: frozenset[str] = frozenset()
+
+
+def _rows(files: Iterable[LogFile] | LogFiles) -> Iterator[tuple[str, int, int, str | None, int]]:
+    """(path, size, deletion time, DV file, DV bytes) of each file; ``LogFiles`` read as columns."""
+    if not isinstance(files, LogFiles):
+        return ((f.path, f.size, f.deletion_timestamp, f.dv_path, f.dv_size) for f in files)
+    if not files.dvs:
+        return zip(files.paths, files.sizes, files.deletion_timestamps, repeat(None), repeat(0))
+    dvs = files.dvs
+    return (
+        (p, s, t, *(dvs.get(i) or (None, 0)))
+        for i, (p, s, t) in enumerate(zip(files.paths, files.sizes, files.deletion_timestamps))
+    )
+
+
 def plan_lite(
     root: str,
     log_files: Iterable[LogFile],
@@ -350,15 +355,15 @@ def plan_lite(
     """Lite mode: the tombstones (and their DVs) and change data files of commits ``start..end`` that are past
     ``delete_before`` and that no kept version needs. Nothing is listed; a file already gone is skipped later."""
     found: dict[str, Candidate] = {}
-    for f in log_files:
-        rel = relative_path(f.path, root)
-        cdc = f.deletion_timestamp == 0 and rel is not None and _reason(rel, set()) == "change data"
-        if f.deletion_timestamp >= delete_before:
+    for path, size, ts, dv_path, dv_size in _rows(log_files):
+        if ts >= delete_before:
             continue
+        rel = path if _plain(path) else relative_path(path, root)
         if rel is not None and rel not in protected:
-            found[rel] = Candidate(rel, f.size, "change data" if cdc else "expired tombstone")
-        if f.dv_path is not None and f.dv_path not in protected:
-            found[f.dv_path] = Candidate(f.dv_path, f.dv_size, "unused deletion vector")
+            cdc = ts == 0 and _reason(rel, _NONE) == "change data"
+            found[rel] = Candidate(rel, size, "change data" if cdc else "expired tombstone")
+        if dv_path is not None and dv_path not in protected:
+            found[dv_path] = Candidate(dv_path, dv_size, "unused deletion vector")
     files = tuple(sorted(found.values(), key=lambda c: c.path))
     crcs = tuple(_crc_for(c.path) for c in files) if sidecars else ()  # unseen: deleted if they are there
     return VacuumPlan(files, (), crcs, 0, 0, start, end)

@@ -1,0 +1,138 @@
+"""The fixed cost of a process, checked by what it loads (its time is measured by bench/imports.py, never asserted):
+a fresh ``vacuum`` imports no library a plain VACUUM does not use (the package import: test_import), a command's
+``--help`` loads only that command, and every command of the lazy group still helps. No Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from dbt_delta_optimize.cli.main import COMMAND_MODULES, cli
+
+#: What no VACUUM of a path needs (pyarrow.compute: its kernels; the rest: other commands' libraries).
+NEVER_IN_VACUUM = ("pyarrow.compute", "pandas", "jinja2", "sqlglot", "deltalake", "rich", "pyspark", "py4j")
+#: What a VACUUM of a table without a Parquet checkpoint does not need either (numpy: no VACUUM loads it).
+NOT_FOR_A_JSON_LOG = ("numpy", "pyarrow")
+
+PROBE = """
+import json, sys
+import dbt_delta_optimize.cli.main as m
+m.exit_process = lambda code: print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+m.main(sys.argv[1:])
+"""
+
+
+def _fresh(*argv: str) -> tuple[dict[str, object], set[str]]:
+    """Run the console script's main in a fresh process: (its JSON output, if any; the modules it loaded)."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    r = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    *out, last = r.stdout.strip().splitlines()
+    probe = json.loads(last)
+    assert probe["code"] == 0, r.stderr
+    text = "\n".join(out)
+    return (json.loads(text) if text.startswith("{") else {}), set(probe["modules"])
+
+
+def _table(path: str, *, checkpoint: bool) -> str:
+    """A partitioned path table with two tombstoned files, with or without a Parquet checkpoint."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    write_deltalake(path, pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    if checkpoint:
+        DeltaTable(path).create_checkpoint()
+    write_deltalake(path, pa.table({"id": [3], "p": ["c"]}), partition_by=["p"], mode="overwrite")
+    return path
+
+
+@pytest.mark.parametrize("mode", ["full", "lite"])
+def test_vacuum_of_a_json_log_loads_no_arrow_numpy_pandas_or_template_library(tmp_path, mode):
+    path = _table(str(tmp_path / "t"), checkpoint=False)
+    argv = ("vacuum", path, "--mode", mode, "--retain", "0h", "--allow-short-retention", "--json")
+    metrics, modules = _fresh(*argv)
+    assert metrics["filesDeleted"] == 2, metrics  # the work was done, not skipped
+    loaded = sorted(m for m in (*NEVER_IN_VACUUM, *NOT_FOR_A_JSON_LOG) if m in modules)
+    assert loaded == [], f"a plain VACUUM loaded {loaded}"
+
+
+def test_vacuum_of_a_checkpointed_table_loads_no_compute_kernels_pandas_or_deltalake(tmp_path):
+    path = _table(str(tmp_path / "t"), checkpoint=True)
+    assert any(n.endswith(".checkpoint.parquet") for n in os.listdir(os.path.join(path, "_delta_log")))
+    metrics, modules = _fresh("vacuum", path, "--retain", "0h", "--allow-short-retention", "--json")
+    assert metrics["filesDeleted"] == 2, metrics
+    assert "pyarrow.parquet" in modules  # the checkpoint was read (the case this test is about)
+    loaded = sorted(m for m in (*NEVER_IN_VACUUM, "numpy") if m in modules)
+    assert loaded == [], f"a VACUUM of a checkpointed table loaded {loaded}"
+
+
+CALLER = """
+import json, sys
+from click.testing import CliRunner
+from dbt_delta_optimize.cli.main import cli
+r = CliRunner().invoke(cli, sys.argv[1:])
+import numpy, pyarrow as pa
+print(json.dumps({"code": r.exit_code, "output": r.output, "sum": pa.array(numpy.arange(4)).to_pylist()}))
+"""
+
+
+def test_a_callers_process_keeps_numpy_after_the_vacuum_command(tmp_path):
+    """pyarrow without numpy is the console script's choice alone: a process that runs the command and goes on
+    (the API, a test runner) still converts numpy arrays afterwards."""
+    path = _table(str(tmp_path / "t"), checkpoint=True)
+    argv = ["vacuum", path, "--retain", "0h", "--allow-short-retention", "--json"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    r = subprocess.run([sys.executable, "-c", CALLER, *argv], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["code"] == 0, out["output"]
+    assert json.loads(out["output"])["filesDeleted"] == 2
+    assert out["sum"] == [0, 1, 2, 3]
+
+
+def test_a_command_help_loads_only_that_command():
+    _, modules = _fresh("vacuum", "--help")
+    ours = sorted(m for m in modules if m.startswith("dbt_delta_optimize.cli."))
+    assert ours == [f"dbt_delta_optimize.cli.{m}" for m in ("common", "format", "main", "settings", "vacuum")]
+    assert "dbt_delta_optimize.ops.vacuum" not in modules  # the operation is imported when the command runs
+
+
+def test_every_command_has_its_own_help():
+    """Each command of the lazy group still answers ``--help`` (the group's listing: test_vacuum_fresh)."""
+    runner = CliRunner()
+    for name in [n for group in COMMAND_MODULES.values() for n in group] + ["jars"]:
+        command = cli.get_command(None, name)  # type: ignore[arg-type]
+        assert command is not None, name
+        r = runner.invoke(cli, [name, "--help"], terminal_width=200)
+        assert r.exit_code == 0, (name, r.output)
+        assert r.output.startswith((f"Usage: cli {name} ", f"Usage: cli {name}\n")), r.output
+        assert (command.help or "").split("\n")[0][:30] in r.output and "Exit codes:" in r.output, name
+
+
+def test_a_vacuum_without_numpy_finds_the_files_the_api_finds(tmp_path):
+    """The console script's numpy-free VACUUM (a dry run) lists exactly what the API lists in this process, numpy
+    loaded, on a table with tombstones in its checkpoint and after it, and a file no version references."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from dbt_delta_optimize.ops.vacuum import vacuum
+
+    path = str(tmp_path / "t")
+    for i in range(6):
+        write_deltalake(path, pa.table({"id": [i], "p": [f"p{i % 3}"]}), partition_by=["p"], mode="append")
+    DeltaTable(path).optimize.compact()
+    DeltaTable(path).create_checkpoint()
+    write_deltalake(path, pa.table({"id": [9], "p": ["p0"]}), partition_by=["p"], mode="overwrite")
+    with open(os.path.join(path, "p=p1", "orphan.parquet"), "wb") as fh:
+        fh.write(b"not referenced")
+    argv = ("vacuum", path, "--retain", "0h", "--allow-short-retention", "--dry-run", "--json")
+    metrics, modules = _fresh(*argv)
+    assert "pyarrow.parquet" in modules and "numpy" not in modules
+    api = vacuum(None, path, retain="0h", dry_run=True, allow_short_retention=True)
+    assert sorted(f["path"] for f in metrics["files"]) == sorted(c.path for c in api.files)
+    assert metrics["filesDeleted"] == api.files_deleted >= 10

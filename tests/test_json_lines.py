@@ -1,0 +1,40 @@
+"""The commit's add and remove lines by orjson are byte for byte what ``json.dumps`` wrote: every ASCII
+character (controls, DEL, quotes, backslash), non-ASCII text, integers at and beyond 64 bits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dbt_delta_optimize.delta.actions import json_lines, loads
+
+ALL_ASCII = "".join(chr(i) for i in range(128))
+ADD = {
+    "add": {
+        "path": ALL_ASCII,
+        "partitionValues": {"k\x01": None, "b": "x"},
+        "size": 2**63 - 1,
+        "dataChange": False,
+        "stats": json.dumps({"minValues": {"s": "a\x7f"}, "x": 1.5e-7}),
+        "tags": {},
+        "n": [1, -2, 0],
+    }
+}
+NON_ASCII = {"remove": {"path": "part=é/f.parquet", "size": -(2**63)}}
+HUGE = {"remove": {"path": "a", "size": 2**70}}
+
+
+@pytest.mark.parametrize("objects", [[], [ADD], [ADD, ADD, ADD], [ADD, NON_ASCII], [ADD, HUGE], [HUGE]])
+def test_json_lines_are_the_standard_librarys_text(objects):
+    want = "".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objects).encode()
+    got = json_lines(objects)
+    assert got == want
+    assert [loads(line) for line in got.splitlines()] == [json.loads(line) for line in want.splitlines()]
+
+
+def test_loads_falls_back_where_orjson_refuses():
+    assert loads(b'{"a": NaN}')["a"] != loads(b'{"a": NaN}')["a"]  # NaN, as json reads it
+    assert loads('{"a": 1180591620717411303424}') == {"a": 2**70}
+    with pytest.raises(ValueError):
+        loads(b"{not json")
