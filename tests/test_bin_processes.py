@@ -10,11 +10,15 @@ the others, a cancelled bin stops, and no process outlives ``close``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import pickle
 import shutil
+import signal
+import threading
+import time
 
 import pytest
 
@@ -126,35 +130,125 @@ def tasks(spark, small_files, tmp_path, monkeypatch):
     return captured
 
 
-def test_pool_outcomes_failures_and_close(tasks):
-    import dataclasses
+def _run_pool(pool, tasks) -> tuple[list, BaseException | None]:
+    outcomes: list = []
+    return outcomes, pool.run(tasks, outcomes.append)
 
+
+def _ended(pool) -> bool:
+    return bool(pool.processes()) and all(p.exitcode is not None for p in pool.processes())
+
+
+def test_pool_outcomes_failures_and_close(tasks):
     broken = dataclasses.replace(
         tasks[1], inputs=(dataclasses.replace(tasks[1].inputs[0], path=tasks[1].inputs[0].path + ".gone"),)
     )
     pool = bin_processes.BinProcesses(2)
     try:
-        processes = pool._processes()
-        outcomes = [f.result() for f in [pool.submit(tasks[0]), pool.submit(broken), pool.submit(tasks[2])]]
-        processes = pool._processes()
+        outcomes, error = _run_pool(pool, [tasks[0], broken, tasks[2]])
+        again, error2 = _run_pool(pool, [])  # the pool is kept across batches
     finally:
         pool.close()
-    assert isinstance(outcomes[0], Rewritten) and isinstance(outcomes[2], Rewritten)
-    assert outcomes[0].worker.pid != os.getpid()
-    assert isinstance(outcomes[1], Failed) and outcomes[1].kind == "data_file"
+    assert error is None and error2 is None and again == []
+    by_bin = {o.bin_id: o for o in outcomes}
+    assert isinstance(by_bin[tasks[0].bin_id], Rewritten) and isinstance(by_bin[tasks[2].bin_id], Rewritten)
+    assert by_bin[tasks[0].bin_id].worker.pid != os.getpid()
+    assert isinstance(by_bin[broken.bin_id], Failed) and by_bin[broken.bin_id].kind == "data_file"
     assert not os.path.exists(broken.output)
-    assert processes and not any(p.is_alive() for p in processes)
+    assert len(pool.processes()) == 2 and _ended(pool)
 
 
-def test_pool_cancel_stops_bins(tasks):
+def test_pool_stop_flag_stops_bins(tasks):
     pool = bin_processes.BinProcesses(2)
     try:
         pool.stop.value = 1  # what cancel() sets: a running bin stops at its next check and deletes its file
-        outcomes = [f.result() for f in [pool.submit(t) for t in tasks]]
-        pool.cancel()
-        with pytest.raises(RuntimeError):  # a cancelled pool takes no more bins
-            pool.submit(tasks[0])
+        outcomes, error = _run_pool(pool, tasks)
     finally:
         pool.close()
-    assert outcomes and all(isinstance(o, NotStarted) for o in outcomes)
+    assert error is None and len(outcomes) == len(tasks) and all(isinstance(o, NotStarted) for o in outcomes)
     assert not any(os.path.exists(t.output) for t in tasks)
+    assert _ended(pool)
+
+
+def test_pool_bug_in_a_bin_ends_the_batch(tasks):
+    """A task that raises outside run_bin's typed failures (here: no store) ends the batch with that error, as
+    in a driver thread; the others stop or finish, and the pool is not reused."""
+    pool = bin_processes.BinProcesses(2)
+    try:
+        outcomes, error = _run_pool(pool, [dataclasses.replace(tasks[0], store=None), *tasks[1:]])
+    finally:
+        pool.close()
+    assert isinstance(error, RuntimeError) and "AttributeError" in str(error)
+    assert pool.cancelled and tasks[0].bin_id not in {o.bin_id for o in outcomes}
+    assert all(isinstance(o, (Rewritten, NotStarted)) for o in outcomes)
+    assert _ended(pool)
+
+
+def _fifo_task(task, tmp_path):
+    """The task with its first input a FIFO nobody writes to: opening it for reading never returns."""
+    fifo = str(tmp_path / "stuck.parquet")
+    os.mkfifo(fifo)
+    first = dataclasses.replace(task.inputs[0], path=fifo)
+    return dataclasses.replace(task, inputs=(first, *task.inputs[1:]))
+
+
+def _in_thread(pool, tasks) -> tuple[threading.Thread, list, list]:
+    outcomes: list = []
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(pool.run(tasks, outcomes.append)), daemon=True)
+    thread.start()
+    return thread, outcomes, result
+
+
+@pytest.mark.timeout(120)
+def test_pool_cancel_kills_a_bin_stuck_in_a_read(tasks, tmp_path, monkeypatch):
+    """The hang of the first version: a bin blocked opening its input (a FIFO) never sees the stop flag. After
+    a cancel, ``run`` returns once ``STUCK_SECONDS`` have passed, the stuck bin's process killed and joined,
+    without an outcome for it (the bin is left); ``close`` then ends the rest."""
+    monkeypatch.setattr(bin_processes, "STUCK_SECONDS", 1.0)
+    stuck = _fifo_task(tasks[0], tmp_path)
+    pool = bin_processes.BinProcesses(2)
+    try:
+        thread, outcomes, result = _in_thread(pool, [stuck, *tasks[1:]])
+        deadline = time.monotonic() + 60
+        while len(outcomes) < len(tasks) - 1 and time.monotonic() < deadline:  # every other bin is done
+            time.sleep(0.05)
+        assert len(outcomes) == len(tasks) - 1, outcomes
+        pool.cancel()
+        thread.join(60)
+        assert not thread.is_alive(), "BinProcesses.run did not return after a cancel"
+    finally:
+        pool.close()
+    assert result == [None]
+    assert stuck.bin_id not in {o.bin_id for o in outcomes}
+    assert all(isinstance(o, Rewritten) for o in outcomes)
+    killed = [p for p in pool.processes() if p.exitcode == -signal.SIGKILL]
+    assert len(killed) == 1 and _ended(pool)
+
+
+@pytest.mark.timeout(120)
+def test_pool_process_that_dies_fails_its_bin_only(tasks, tmp_path):
+    """A worker process killed from outside while its bin runs: that bin fails (typed), the other bins are
+    rewritten, no error ends the batch, and the next batch gets a new process in the dead one's place."""
+    stuck = _fifo_task(tasks[0], tmp_path)
+    pool = bin_processes.BinProcesses(2)
+    try:
+        thread, outcomes, result = _in_thread(pool, [stuck, *tasks[1:]])
+        deadline = time.monotonic() + 60
+        while len(outcomes) < len(tasks) - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        busy = [w.process for w in pool._live if w.task is not None and w.task.bin_id == stuck.bin_id]
+        assert len(busy) == 1
+        os.kill(busy[0].pid, signal.SIGKILL)
+        thread.join(60)
+        assert not thread.is_alive(), "BinProcesses.run did not return after its process died"
+        for t in tasks[1:]:
+            os.remove(t.output)
+        more, error = _run_pool(pool, tasks[1:])  # the pool goes on, with a new process in the dead one's place
+    finally:
+        pool.close()
+    assert result == [None] and error is None and len(more) == 2 and all(isinstance(o, Rewritten) for o in more)
+    failed = [o for o in outcomes if o.bin_id == stuck.bin_id]
+    assert len(failed) == 1 and isinstance(failed[0], Failed) and failed[0].kind == "internal"
+    assert "killed by signal 9" in failed[0].message
+    assert len(pool.processes()) == 3 and _ended(pool)

@@ -4,17 +4,21 @@ On a local master the driver's threads run the Arrow bins. With inputs of a few 
 releases and retakes the interpreter lock three times (open, decode, write), so two bin threads wait
 for each other: on 5,000 files of 5.5 KB they use 1.3-1.5 s of CPU where two processes use 1.0 s
 (docs/performance.md, "Tiny files"). So such bins run in a pool of worker processes, made once per run
-and kept across its batches: the same task body (``tasks.worker.run_in_process``), the same typed
-outcomes, pickled both ways.
+and kept across its batches: the same task body (``tasks.worker.serve_bins``), the same typed outcomes,
+pickled both ways over one pipe per process (no executor thread, no shared queue whose lock a killed
+process could hold).
 
 The processes are forked by multiprocessing's fork server, which imports pyarrow and the task code
 once per Python process (a warm session pays that once; a fork then costs milliseconds) and has no
 thread of ours, no JVM gateway and no open table in it. Unlike multiprocessing's own children, ours do
 not run the caller's ``__main__`` again (a script without a ``__main__`` guard, or dbt's entry point,
 would run or import it once per process): ``_Popen`` leaves it out of what a child prepares. That is
-the fork server's ``Popen._launch``, the same in CPython 3.10 to 3.13; other versions use threads. Cancelling sets one stop flag the bins ask
-between row groups, as the threads' flag; a process still busy ``STUCK_SECONDS`` later is killed
-(its partial file is the rewriter's to delete). ``close`` joins every process before it returns.
+the fork server's ``Popen._launch``, the same in CPython 3.10 to 3.13; other versions use threads.
+
+Cancelling sets one stop flag the bins ask between row groups, as the threads' flag. A bin that has not
+stopped ``STUCK_SECONDS`` later (a read that never returns: a FIFO, a hung mount) is killed with its
+process, and its partial file is the rewriter's to delete; a process that dies fails its own bin only.
+``close`` joins every process before it returns.
 """
 
 from __future__ import annotations
@@ -25,13 +29,11 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
+from collections.abc import Callable, Sequence
+from multiprocessing import connection, context, forkserver, popen_forkserver, reduction, spawn, util
 from typing import Any
 
-from ..tasks.messages import BinTask, Outcome, Task
-from ..tasks.worker import init_bin_process, run_in_process
+from ..tasks.messages import BinTask, Failed, Outcome, Task
 
 __all__ = ["MAX_MEAN_FILE_BYTES", "MIN_FILES", "STUCK_SECONDS", "BinProcesses", "pays"]
 
@@ -43,6 +45,10 @@ MIN_FILES = 1000
 MAX_MEAN_FILE_BYTES = 64 * 1024
 #: How long a cancelled bin gets to stop before its process is killed.
 STUCK_SECONDS = 10.0
+#: How long a process that was asked to end (or killed) is waited for.
+_JOIN_SECONDS = 5.0
+#: How often a running batch looks for a cancel between outcomes.
+_POLL_SECONDS = 0.05
 #: What the fork server imports once, so that a forked worker starts with them loaded.
 _PRELOAD = [
     "pyarrow",
@@ -108,57 +114,153 @@ def pays(tasks: Sequence[BinTask], *, workers: int, local: bool) -> bool:
     return files >= MIN_FILES and size <= MAX_MEAN_FILE_BYTES * files
 
 
+class _Worker:
+    """One worker process and the driver's end of its pipe; ``task`` is the bin it runs, if any."""
+
+    def __init__(self, process: Any, conn: Any) -> None:
+        self.process = process
+        self.conn = conn
+        self.task: Task | None = None
+
+
 class BinProcesses:
-    """A run's pool of bin worker processes (``workers`` of them), its stop flag, and its end."""
+    """A run's worker processes for the driver's bins (at most ``workers``), its stop flag, and its end.
+
+    ``run`` hands a batch's bins to idle processes, one at a time over each one's pipe, and delivers each
+    outcome as it comes; it is the only caller of the processes while it runs (one job's thread). ``close``
+    ends them all. Every wait is bounded: a bin that does not stop within ``STUCK_SECONDS`` of a cancel is
+    killed with its process, and ``close`` kills what does not end at once.
+    """
 
     def __init__(self, workers: int) -> None:
-        ctx = _Context()
-        ctx.set_forkserver_preload(_PRELOAD)
+        self._ctx = _Context()
+        self._ctx.set_forkserver_preload(_PRELOAD)
         self.workers = workers
         # A byte in shared memory, not an Event: a bin asks it between row groups, thousands of times, and an
         # Event's lock is a semaphore round trip each time (it doubled a tiny bin's time).
-        self.stop: Any = ctx.RawValue("b", 0)
-        self.pool = ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=init_bin_process, initargs=(self.stop,)
-        )
+        self.stop: Any = self._ctx.RawValue("b", 0)
+        self._live: list[_Worker] = []
+        self._ended: list[Any] = []  #: processes that ended or were killed, joined (``close`` checks them again)
         self.cancelled = False
         self.closed = False
 
-    def submit(self, task: Task) -> Future[Outcome]:
-        return self.pool.submit(run_in_process, task)
+    # ------------------------------------------------------------------ processes
+    def _start(self) -> _Worker:
+        from ..tasks.worker import serve_bins
+
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(target=serve_bins, args=(child, self.stop), name="OptimizeBin", daemon=True)
+        try:
+            process.start()
+        finally:
+            child.close()
+        worker = _Worker(process, parent)
+        self._live.append(worker)
+        return worker
+
+    def _end(self, worker: _Worker, *, kill: bool) -> None:
+        """Join a worker's process (killed first when ``kill``), close its pipe, and forget it."""
+        if kill and worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join(_JOIN_SECONDS)
+        worker.conn.close()
+        self._live.remove(worker)
+        self._ended.append(worker.process)
+
+    def processes(self) -> list[Any]:
+        """Every process this pool started (the tests check none outlives ``close``)."""
+        return [w.process for w in self._live] + self._ended
 
     def cancel(self) -> None:
         """Bins not started are dropped; those running stop at their next row group. The pool is not reused."""
         self.cancelled = True
         self.stop.value = 1
-        self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def _processes(self) -> list[Any]:
-        processes = getattr(self.pool, "_processes", None)  # ProcessPoolExecutor has no public list before 3.14
-        return list(processes.values()) if processes else []
+    # ------------------------------------------------------------------ running a batch
+    def run(self, tasks: Sequence[Task], deliver: Callable[[Outcome], None]) -> BaseException | None:
+        """Run the bins, ``deliver`` each outcome as it comes; the error that ends the batch (a bug in a
+        bin, as in a driver thread) or None. Returns within ``STUCK_SECONDS`` (plus a kill) of a cancel,
+        with no bin of the batch running: a process that dies fails its bin alone (``Failed``, internal)."""
+        todo = list(reversed(tasks))
+        error: BaseException | None = None
+        stopped_at: float | None = None
+        while True:
+            if stopped_at is None and (self.cancelled or error is not None):
+                self.stop.value = 1
+                stopped_at = time.monotonic()
+            if stopped_at is None:
+                self._dispatch(todo)
+            busy = [w for w in self._live if w.task is not None]
+            if not busy:
+                return error
+            if stopped_at is not None and time.monotonic() - stopped_at >= STUCK_SECONDS:
+                log.warning(
+                    "%d bin(s) did not stop within %.0fs of being cancelled: their processes are killed",
+                    len(busy),
+                    STUCK_SECONDS,
+                )
+                for worker in busy:
+                    self._end(worker, kill=True)  # no outcome: the bin is left; its partial file is deleted
+                return error
+            ready = set(connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy], _POLL_SECONDS))
+            for worker in busy:
+                if worker.conn in ready or worker.process.sentinel in ready:
+                    error = self._receive(worker, deliver) or error
+                    self.cancelled = self.cancelled or error is not None
 
-    def kill(self) -> None:
-        """End every process now (a bin stuck past the grace period): its outcome never comes."""
-        for process in self._processes():
-            if process.is_alive():
-                process.kill()
+    def _dispatch(self, todo: list[Task]) -> None:
+        """Give each idle process a bin (starting processes up to ``workers``)."""
+        while todo:
+            worker = next((w for w in self._live if w.task is None), None)
+            if worker is None and len(self._live) < self.workers:
+                worker = self._start()
+            if worker is None:
+                return
+            task = todo.pop()
+            try:
+                worker.conn.send(task)
+                worker.task = task
+            except OSError:  # it died while idle: its bin goes to another process
+                todo.append(task)
+                self._end(worker, kill=True)
 
+    def _receive(self, worker: _Worker, deliver: Callable[[Outcome], None]) -> BaseException | None:
+        task = worker.task
+        assert task is not None
+        try:
+            if not worker.conn.poll(0):  # its process ended without a word (``wait`` saw its sentinel)
+                raise EOFError
+            message = worker.conn.recv()
+        except (EOFError, OSError):  # the process died with its bin: that bin fails, the others go on
+            self._end(worker, kill=True)
+            code = worker.process.exitcode
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            deliver(Failed(task.bin_id, "internal", "WorkerProcessDied", f"its worker process ended ({how})"))
+            return None
+        worker.task = None
+        if isinstance(message, str):  # a bug in the task code (run_bin types every bin failure)
+            return RuntimeError(f"a bin's worker process raised: {message}")
+        deliver(message)
+        return None
+
+    # ------------------------------------------------------------------ the end
     def close(self) -> None:
-        """Stop taking bins and join every process: idle ones end at once, a cancelled bin gets
-        ``STUCK_SECONDS`` to stop, then its process is killed. Never returns with a process running."""
+        """Join every process: idle ones end at once when asked, any other is killed. Never returns with a
+        process of the pool running (but one in an uninterruptible kernel wait, logged)."""
         if self.closed:
             return
         self.closed = True
-        processes = self._processes()
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        until = time.monotonic() + STUCK_SECONDS
-        for process in processes:
-            process.join(max(0.0, until - time.monotonic()))
-        stuck = [p for p in processes if p.is_alive()]
-        if stuck:
-            log.warning("%d bin process(es) did not stop within %.0fs of the end: killed", len(stuck), STUCK_SECONDS)
-            for process in stuck:
-                process.kill()
-        for process in processes:
-            process.join()
-        self.pool.shutdown(wait=True)
+        self.stop.value = 1
+        for worker in list(self._live):
+            if worker.task is None:
+                try:
+                    worker.conn.send(None)
+                except OSError:
+                    pass
+        until = time.monotonic() + _JOIN_SECONDS
+        for worker in list(self._live):
+            worker.process.join(max(0.0, until - time.monotonic()))
+            self._end(worker, kill=True)
+        alive = [p for p in self._ended if p.is_alive()]
+        if alive:
+            log.warning("%d bin process(es) did not end after being killed (an uninterruptible read?)", len(alive))

@@ -230,26 +230,16 @@ class TaskJob:
         self._finish(errors[0] if errors else None)
 
     def _run_in_processes(self) -> None:
-        """The driver's bins in the run's worker processes (``bin_processes``): outcomes as each bin ends. A
-        process that dies ends the job with that error, as a bug in a driver thread does."""
-        from concurrent.futures import as_completed
-
+        """The driver's bins in the run's worker processes (``bin_processes``): outcomes as each bin ends.
+        A bug in a bin ends the job with that error, as in a driver thread; ``BinProcesses.run`` returns
+        within ``STUCK_SECONDS`` of a cancel (it kills a bin that does not stop)."""
         assert self.processes is not None
         error: BaseException | None = None
         try:
-            futures = [self.processes.submit(task) for task in self.tasks]
-            for future in as_completed(futures):
-                if future.cancelled():
-                    continue
-                exc = future.exception()
-                if exc is not None:  # run_bin types every bin failure: a dead process or a bug
-                    error = error or exc
-                    self._stop.set()
-                    self.processes.cancel()
-                    continue
-                self._deliver_outcome(future.result())
-        except BaseException as exc:  # the pool could not take the bins (it broke, or was shut down)
+            error = self.processes.run(self.tasks, self._deliver_outcome)
+        except BaseException as exc:  # a process could not be started or reached
             error = exc
+            self.processes.cancel()
         finally:
             self._finish(error)
 
@@ -280,8 +270,8 @@ class TaskJob:
         Spark ends such a job for us before it has killed its other tasks. After a cancel, driver threads get
         ``STUCK_SECONDS`` to notice it; one still in a read that cannot be interrupted is left running (a
         daemon, logged), not waited for."""
-        if not self.in_driver or not self._stop.is_set():
-            for thread in self._threads:
+        if not self.in_driver or not self._stop.is_set() or self.processes is not None:
+            for thread in self._threads:  # worker processes: bounded by BinProcesses.run, which kills a stuck bin
                 thread.join()
             if not self.in_driver and (self._failed or self._stop.is_set()):
                 self.engine.settle(self.group)
@@ -289,12 +279,6 @@ class TaskJob:
         until = time.monotonic() + STUCK_SECONDS
         for thread in self._threads:
             thread.join(max(0.0, until - time.monotonic()))
-        if self.processes is not None and any(thread.is_alive() for thread in self._threads):
-            log.warning("a bin did not stop within %.0fs of being cancelled: its process is killed", STUCK_SECONDS)
-            self.processes.kill()  # its future fails, which ends the job's thread
-            for thread in self._threads:
-                thread.join()
-            return
         if any(thread.is_alive() for thread in self._threads):
             self._abandoned.set()
             log.warning(

@@ -35,12 +35,12 @@ from .messages import (
 if TYPE_CHECKING:
     from ..delta.storage import Storage
 
-__all__ = ["fetch_pool", "init_bin_process", "run_in_process", "run_task", "run_text", "task_storage"]
+__all__ = ["fetch_pool", "run_task", "run_text", "serve_bins", "task_storage"]
 
 _STORES: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
 _FETCH: list[FetchPool] = []
 _LOCK = threading.Lock()
-#: A bin worker process's stop flag (``init_bin_process``): the driver sets it to cancel the bins running there.
+#: A bin worker process's stop flag (``serve_bins``): the driver sets it to cancel the bins running there.
 _STOP: list[Any] = []
 
 
@@ -102,16 +102,29 @@ def run_text(text: str) -> str:
     return encode(run_task(decode_task(text)))
 
 
-def init_bin_process(stop: Any) -> None:
-    """A bin worker process's start (``engine.bin_processes``): the run's stop flag, inherited (a byte of
-    shared memory, nonzero once cancelled), asked between row groups as the driver's threads ask theirs."""
+def serve_bins(conn: Any, stop: Any) -> None:
+    """A bin worker process of the driver's pool (``engine.bin_processes``): bins in, outcomes out on its
+    pipe (pickled both ways, no JSON text), until it gets None or the driver's end closes. ``stop`` is the
+    run's stop flag (a byte of shared memory, nonzero once cancelled), asked between row groups as the
+    driver's threads ask theirs. Ctrl-C is the driver's to handle: it cancels, then ends this process."""
+    import signal
+    import traceback
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _STOP[:] = [stop]
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        try:
+            outcome: Any = run_task(task, _stopped)
+        except Exception as exc:  # run_bin types every bin failure: this is a bug, which ends the batch
+            outcome = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        conn.send(outcome)
 
 
 def _stopped() -> bool:
     return bool(_STOP[0].value)
-
-
-def run_in_process(task: Task) -> Outcome:
-    """One bin in a worker process of the driver's pool (pickled both ways, no JSON text)."""
-    return run_task(task, _stopped if _STOP else None)
