@@ -252,3 +252,22 @@ def test_pool_process_that_dies_fails_its_bin_only(tasks, tmp_path):
     assert len(failed) == 1 and isinstance(failed[0], Failed) and failed[0].kind == "internal"
     assert "killed by signal 9" in failed[0].message
     assert len(pool.processes()) == 3 and _ended(pool)
+
+
+@pytest.mark.timeout(120)
+def test_pool_close_while_a_batch_runs(tasks, tmp_path, monkeypatch):
+    """``close`` from another thread (the run's end while a job still runs): it cancels, waits for the batch
+    (whose stuck bin is killed), then ends every process; the pool takes no more bins."""
+    monkeypatch.setattr(bin_processes, "STUCK_SECONDS", 1.0)
+    pool = bin_processes.BinProcesses(2)
+    thread, outcomes, result = _in_thread(pool, [_fifo_task(tasks[0], tmp_path), *tasks[1:]])
+    deadline = time.monotonic() + 60
+    while not any(w.task is not None for w in pool._live) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pool.close()
+    thread.join(60)
+    assert not thread.is_alive() and result == [None]
+    assert tasks[0].bin_id not in {o.bin_id for o in outcomes}
+    assert _ended(pool) and any(p.exitcode == -signal.SIGKILL for p in pool.processes())
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.run(tasks, outcomes.append)

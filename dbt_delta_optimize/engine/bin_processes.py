@@ -28,6 +28,7 @@ import logging
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing import connection, context, forkserver, popen_forkserver, reduction, spawn, util
@@ -143,6 +144,7 @@ class BinProcesses:
         self._ended: list[Any] = []  #: processes that ended or were killed, joined (``close`` checks them again)
         self.cancelled = False
         self.closed = False
+        self._running = threading.Lock()  #: held by ``run``: ``close`` waits for it (bounded) before it ends them
 
     # ------------------------------------------------------------------ processes
     def _start(self) -> _Worker:
@@ -164,8 +166,9 @@ class BinProcesses:
             worker.process.kill()
         worker.process.join(_JOIN_SECONDS)
         worker.conn.close()
-        self._live.remove(worker)
-        self._ended.append(worker.process)
+        if worker in self._live:
+            self._live.remove(worker)
+            self._ended.append(worker.process)
 
     def processes(self) -> list[Any]:
         """Every process this pool started (the tests check none outlives ``close``)."""
@@ -181,15 +184,22 @@ class BinProcesses:
         """Run the bins, ``deliver`` each outcome as it comes; the error that ends the batch (a bug in a
         bin, as in a driver thread) or None. Returns within ``STUCK_SECONDS`` (plus a kill) of a cancel,
         with no bin of the batch running: a process that dies fails its bin alone (``Failed``, internal)."""
-        todo = list(reversed(tasks))
+        with self._running:
+            if self.closed:
+                raise RuntimeError("the bin processes were closed")
+            return self._run(list(reversed(tasks)), deliver)
+
+    def _run(self, todo: list[Task], deliver: Callable[[Outcome], None]) -> BaseException | None:
         error: BaseException | None = None
         stopped_at: float | None = None
+        retried: set[int] = set()
         while True:
             if stopped_at is None and (self.cancelled or error is not None):
+                self.cancelled = True
                 self.stop.value = 1
                 stopped_at = time.monotonic()
             if stopped_at is None:
-                self._dispatch(todo)
+                error = self._dispatch(todo, retried, deliver)
             busy = [w for w in self._live if w.task is not None]
             if not busy:
                 return error
@@ -206,23 +216,34 @@ class BinProcesses:
             for worker in busy:
                 if worker.conn in ready or worker.process.sentinel in ready:
                     error = self._receive(worker, deliver) or error
-                    self.cancelled = self.cancelled or error is not None
 
-    def _dispatch(self, todo: list[Task]) -> None:
-        """Give each idle process a bin (starting processes up to ``workers``)."""
+    def _dispatch(
+        self, todo: list[Task], retried: set[int], deliver: Callable[[Outcome], None]
+    ) -> BaseException | None:
+        """Give each idle process a bin (starting processes up to ``workers``); an error if one cannot start."""
         while todo:
             worker = next((w for w in self._live if w.task is None), None)
-            if worker is None and len(self._live) < self.workers:
-                worker = self._start()
+            try:
+                if worker is None and len(self._live) < self.workers:
+                    worker = self._start()
+            except Exception as exc:  # no process to run it (the fork server could not start or fork)
+                return exc
             if worker is None:
-                return
+                return None
             task = todo.pop()
             try:
                 worker.conn.send(task)
                 worker.task = task
-            except OSError:  # it died while idle: its bin goes to another process
-                todo.append(task)
+            except OSError:  # it died while idle: its bin goes to another process, once
                 self._end(worker, kill=True)
+                if task.bin_id in retried:
+                    deliver(Failed(task.bin_id, "internal", "WorkerProcessDied", "its worker processes ended"))
+                else:
+                    retried.add(task.bin_id)
+                    todo.append(task)
+            except Exception as exc:  # it cannot be pickled: a bug
+                return exc
+        return None
 
     def _receive(self, worker: _Worker, deliver: Callable[[Outcome], None]) -> BaseException | None:
         task = worker.task
@@ -237,6 +258,9 @@ class BinProcesses:
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             deliver(Failed(task.bin_id, "internal", "WorkerProcessDied", f"its worker process ended ({how})"))
             return None
+        except Exception as exc:  # an outcome that cannot be unpickled: a bug
+            worker.task = None
+            return exc
         worker.task = None
         if isinstance(message, str):  # a bug in the task code (run_bin types every bin failure)
             return RuntimeError(f"a bin's worker process raised: {message}")
@@ -250,7 +274,9 @@ class BinProcesses:
         if self.closed:
             return
         self.closed = True
-        self.stop.value = 1
+        self.cancel()
+        if self._running.acquire(timeout=STUCK_SECONDS + 2 * _JOIN_SECONDS):  # a run in another thread ends first
+            self._running.release()
         for worker in list(self._live):
             if worker.task is None:
                 try:
