@@ -11,6 +11,7 @@ Two tables: ``json`` (a JSON-only log: a plain VACUUM needs no Arrow) and ``chec
 the log replay reads it with pyarrow). Each case also lists the heavy libraries the process loaded.
 
     PYTHONPATH=$PWD .venv/bin/python bench/imports.py [--repeats 5] [--json out.json]
+    PYTHONPATH=$PWD .venv/bin/python bench/imports.py --base ../older-checkout   # the vacuum cases, before/after
     PYTHONPATH=$PWD .venv/bin/python bench/suite.py --only imports
 """
 
@@ -184,11 +185,53 @@ def run(repeats: int) -> dict[str, Any]:
     return out
 
 
+#: The cases ``--base`` compares between two trees (the issue's "imports of the vacuum command").
+COMPARED = ("vacuum", "vacuum_lite", "vacuum_json_log", "package", "deltalake")
+
+
+def compare(base: str, repeats: int) -> dict[str, Any]:
+    """Each of ``COMPARED`` in the base tree and in this one, alternating in every round: medians and the
+    per-round ratios this / base (``import deltalake``, the same code in both, shows the noise)."""
+    with tempfile.TemporaryDirectory(prefix="ddo-imports-") as work:
+        json_table, cp_table = build_tables(work)
+        codes = {n: c for n, c in cases(json_table, cp_table).items() if n in COMPARED}
+        envs = {}
+        for name, tree in (("base", os.path.abspath(base)), ("test", ROOT)):
+            envs[name] = {**_env(os.path.join(work, f"pycache-{name}")), "PYTHONPATH": tree}
+            os.makedirs(envs[name]["PYTHONPYCACHEPREFIX"])
+            for code in codes.values():  # warm each tree's bytecode cache
+                measure(code, envs[name])
+        ms: dict[str, dict[str, list[float]]] = {n: {"base": [], "test": []} for n in codes}
+        for r in range(repeats):
+            for n in codes:
+                for tree in ("base", "test") if r % 2 == 0 else ("test", "base"):
+                    ms[n][tree].append(measure(codes[n], envs[tree])[0])
+    out: dict[str, Any] = {"repeats": repeats, "load_average": os.getloadavg(), "base": base, "cases": {}}
+    for n, by in ms.items():
+        ratios = [t / b for t, b in zip(by["test"], by["base"])]
+        out["cases"][n] = {
+            "base_ms": statistics.median(by["base"]),
+            "test_ms": statistics.median(by["test"]),
+            "ratio": statistics.median(ratios),
+            "ratios": ratios,
+        }
+        print(f"{n:18} base {statistics.median(by['base']):7.1f} ms  this {statistics.median(by['test']):7.1f} ms  "
+              f"this/base {statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]")  # fmt: skip
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--base", default=None, help="compare the vacuum cases with this source tree (an older checkout)")
     ap.add_argument("--json", dest="json_out", default=None)
     args = ap.parse_args()
+    if args.base:
+        compared = compare(args.base, args.repeats)
+        if args.json_out:
+            with open(args.json_out, "w") as fh:
+                json.dump(compared, fh, indent=2)
+        return
     results = run(args.repeats)
     print(f"load average {results['load_average']}; import dbt_delta_optimize: {results['package_own_ms']:.1f} ms")
     print(f"{'case':20} {'imports ms':>10} {'wall ms':>8} {'/deltalake':>10}  heavy libraries loaded")

@@ -22,7 +22,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-from ..delta.commit import Transaction
 from ..delta.file_info import Listed
 from ..delta.parallel import Prefetched
 from ..delta.protocol import ensure_write_supported
@@ -225,9 +224,12 @@ def _outside(snapshot: Snapshot, delete_before: int, reads: LogReads) -> int | N
 
 def _walk(table: Table) -> Iterator[Listed]:
     columns = table.snapshot.partition_columns
-    # hidden names are not entered, but `.name.crc` sidecars are seen (deleted with their files)
+    # hidden names are not entered, but `.name.crc` sidecars are seen (deleted with their files); asked once per
+    # listed name, so a name that starts with neither '.' nor '_' (most of them) is never hidden without a call
     return table.storage.walk(
-        table.location, lambda name: is_hidden(name, columns) and not name.endswith(".crc"), by_prefix=bool(columns)
+        table.location,
+        lambda name: name[:1] in "._" and is_hidden(name, columns) and not name.endswith(".crc"),
+        by_prefix=bool(columns),
     )
 
 
@@ -381,6 +383,8 @@ def _cleanup_after_checkpoint(snapshot: Snapshot, version: int) -> tuple[int, in
 
 
 def _commit(snapshot: Snapshot, operation: str, parameters: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
+    from ..delta.commit import Transaction  # a dry run and an unlogged VACUUM (s3) never commit
+
     return (
         Transaction(snapshot, after_checkpoint=partial(_cleanup_after_checkpoint, snapshot))
         .commit([], operation, parameters, metrics)

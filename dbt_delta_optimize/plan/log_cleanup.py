@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
@@ -156,7 +156,7 @@ class _Groups:
         if last is None:
             self.buffer.append(f)
         elif _version(last) < name.version and last.mtime_ms >= f.mtime_ms:
-            f = replace(f, mtime_ms=last.mtime_ms + 1)  # delta-spark's timestamp adjustment
+            f = f._replace(mtime_ms=last.mtime_ms + 1)  # delta-spark's timestamp adjustment
             self.buffer.append(f)
         elif name.kind == "checkpoint" and f.size > 0:
             self._checkpoint(f, name)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import repeat
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import unquote
 
 from ..delta.file_info import Listed
@@ -59,10 +59,9 @@ LITE_REFUSAL = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One path VACUUM deletes (relative to the root), its size and why (slots: no dict per deleted file, half
-    the objects the garbage collector counts while a 10,000-file plan is made)."""
+class Candidate(NamedTuple):
+    """One path VACUUM deletes (relative to the root), its size and why (a named tuple: one object per deleted
+    file, made in a fifth of a frozen dataclass's time, with no dict for the garbage collector to count)."""
 
     path: str
     size: int
@@ -266,10 +265,11 @@ class _Folders:
     #: folders whose whole chain of parents is in ``seen`` already (a folder's files cost one lookup)
     chained: set[str] = field(default_factory=set)
 
-    def file(self, path: str, stays: bool) -> None:
-        folder = path.rpartition("/")[0]
-        if not folder or (folder in self.busy if stays else folder in self.chained):
-            return  # a file at the root, or a folder (and its parents) already marked
+    def file(self, folder: str, stays: bool) -> None:
+        """A file in ``folder`` (``""``: the root) that stays or goes (the caller's loop asks first whether the
+        folder is marked already, so that most files cost one set lookup and no call)."""
+        if not folder:
+            return
         self.chained.add(folder)
         for d in (folder, *_parents(folder)):
             self.seen.add(d)
@@ -308,7 +308,7 @@ def plan_vacuum(
             )
         if not shown:
             continue
-        if is_hidden(name, partition_columns, iceberg=iceberg):
+        if (name[:1] in "._" or iceberg) and is_hidden(name, partition_columns, iceberg=iceberg):
             if name.startswith(".") and name.endswith(".crc") and not entry.is_dir:
                 crcs.append(entry.path)
             continue
@@ -317,10 +317,13 @@ def plan_vacuum(
             folders.seen.add(entry.path)
             continue
         n_files += 1
-        deletable = entry.mtime_ms < delete_before and entry.path not in protected
-        folders.file(entry.path, stays=not deletable)
-        if deletable:
-            files.append(Candidate(entry.path, entry.size, _reason(entry.path, expired)))
+        path = entry.path
+        if entry.mtime_ms < delete_before and path not in protected:
+            if folder not in folders.chained:
+                folders.file(folder, stays=False)
+            files.append(Candidate(path, entry.size, _reason(path, expired)))
+        elif folder not in folders.busy:
+            folders.file(folder, stays=True)
     gone = {c.path for c in files}
     sidecars = tuple(c for c in crcs if _crc_of(c) in gone)
     return VacuumPlan(tuple(sorted(files, key=lambda c: c.path)), folders.empty(protected), sidecars, n_files, n_dirs)
