@@ -9,11 +9,19 @@ pyarrow read+write of the same bytes as the physical floor.
     .venv/bin/python bench/run.py                 # small (20 x 100 files), tiny (10 x 500 files of <= 8 KB)
                                                   # and large (>= 1 GB) cases
     .venv/bin/python bench/run.py --cases small --repeats 3
+    .venv/bin/python bench/run.py --cases tiny,mid --repeats 5 --task-runners auto,driver --engines ours,delta-rs
+                                                  # ours with its default (worker processes for many small
+                                                  # local files) and with the driver's threads, vs delta-rs
+
+Besides wall time, each call's CPU is measured: this process's, its bin worker processes' (reaped by
+multiprocessing's fork server, so counted in the fork server's children's times) and the Spark JVM's,
+from /proc (Linux). delta-rs runs in this process, so its CPU is all in the first.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -53,10 +61,10 @@ def dir_size(path: str) -> int:
     return sum(os.path.getsize(p) for p in glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
 
 
-def run_ours(spark, path):
+def run_ours(spark, path, task_runner="auto"):
     from dbt_delta_optimize.api import optimize
 
-    m = optimize(spark, path)
+    m = optimize(spark, path, task_runner=task_runner)
     return m.num_files_removed, m.num_files_added
 
 
@@ -127,20 +135,51 @@ ENGINES = {
 }
 
 
-def bench_case(spark, work: str, name: str, partitions: int, files: int, rows: int, repeats: int) -> dict:
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_cpu(pid: int | None, children: bool) -> float:
+    """CPU seconds of a process from /proc (with its reaped children's when ``children``); 0 if unknown."""
+    if not pid:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / _TICK
+
+
+def cpu_now(spark) -> tuple[float, float]:
+    """(this process's CPU + its bin workers', the Spark JVM's CPU), in seconds so far."""
+    from multiprocessing import forkserver
+
+    own = time.process_time()
+    workers = _proc_cpu(getattr(forkserver._forkserver, "_forkserver_pid", None), children=True)
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    jvm = _proc_cpu(getattr(proc, "pid", None), children=True)
+    return own + workers, jvm
+
+
+def bench_case(
+    spark, work: str, name: str, partitions: int, files: int, rows: int, repeats: int, engines: dict
+) -> dict:
     src = os.path.join(work, f"{name}-src")
     t0 = time.time()
     build_table(spark, src, partitions, files, rows)
     size = dir_size(src)
     n_files = len(glob.glob(os.path.join(src, "*=*", "*.parquet")))
     print(f"[{name}] built {n_files} files, {size / 1e6:.1f} MB in {time.time() - t0:.0f}s", flush=True)
-    times: dict[str, list[float]] = {e: [] for e in ENGINES}
-    order = list(ENGINES)
+    times: dict[str, list[float]] = {e: [] for e in engines}
+    cpu: dict[str, list[float]] = {e: [] for e in engines}
+    jvm: dict[str, list[float]] = {e: [] for e in engines}
+    order = list(engines)
     for engine in order:  # warm session: every engine's first call (imports, JIT, pools) is not timed
         dst = os.path.join(work, f"{name}-{engine}-warmup")
         shutil.copytree(src, dst)
         t = time.perf_counter()
-        ENGINES[engine](spark, dst)
+        engines[engine](spark, dst)
         print(f"[{name}] warm-up  {engine:>13}: {time.perf_counter() - t:7.2f}s (not counted)", flush=True)
         shutil.rmtree(dst, ignore_errors=True)
         shutil.rmtree(dst + "_floor", ignore_errors=True)
@@ -149,16 +188,24 @@ def bench_case(spark, work: str, name: str, partitions: int, files: int, rows: i
         for engine in seq:
             dst = os.path.join(work, f"{name}-{engine}-{r}")
             shutil.copytree(src, dst)
+            c0, j0 = cpu_now(spark)
             t = time.perf_counter()
-            removed, added = ENGINES[engine](spark, dst)
+            removed, added = engines[engine](spark, dst)
             dt = time.perf_counter() - t
+            c1, j1 = cpu_now(spark)
             times[engine].append(dt)
-            print(f"[{name}] repeat {r} {engine:>13}: {dt:7.2f}s ({removed} -> {added} files)", flush=True)
+            cpu[engine].append(c1 - c0)
+            jvm[engine].append(j1 - j0)
+            print(
+                f"[{name}] repeat {r} {engine:>13}: {dt:7.2f}s, cpu {c1 - c0:5.2f}s + JVM {j1 - j0:5.2f}s "
+                f"({removed} -> {added} files)",
+                flush=True,
+            )
             shutil.rmtree(dst, ignore_errors=True)
             shutil.rmtree(dst + "_floor", ignore_errors=True)
     shutil.rmtree(src, ignore_errors=True)
     med = {e: statistics.median(v) for e, v in times.items()}
-    return {
+    result = {
         "case": name,
         "files": n_files,
         "bytes": size,
@@ -166,21 +213,36 @@ def bench_case(spark, work: str, name: str, partitions: int, files: int, rows: i
         "repeats": repeats,
         "median_s": med,
         "times_s": times,  #: per repeat, each repeat's engines back to back (bench/noise.py: the run's spread)
-        "ours_vs_delta_spark": med["ours"] / med["delta-spark"],
-        "ours_vs_delta_rs": med["ours"] / med["delta-rs"],
-        "ours_vs_floor": med["ours"] / med["pyarrow-floor"],
-        "ours_vs_2proc": med["ours"] / med["pyarrow-2proc"],
+        "cpu_s": cpu,  #: per repeat: this process's CPU and its bin worker processes'
+        "jvm_cpu_s": jvm,  #: per repeat: the Spark JVM's CPU
+        "median_cpu_s": {e: statistics.median(v) for e, v in cpu.items()},
     }
+    for ref, key in (("delta-spark", "delta_spark"), ("delta-rs", "delta_rs"), ("pyarrow-floor", "floor")):
+        if "ours" in med and ref in med:
+            result[f"ours_vs_{key}"] = med["ours"] / med[ref]
+    if "ours" in med and "pyarrow-2proc" in med:
+        result["ours_vs_2proc"] = med["ours"] / med["pyarrow-2proc"]
+    return result
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default="small,tiny,large", help="comma list of: small, tiny, large")
+    ap.add_argument("--cases", default="small,tiny,large", help="comma list of: small, tiny, mid, large")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--large-rows", type=int, default=20_000_000, help="rows of the large case (~1.08 GB at 20M)")
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", dest="json_out", default=None, help="also write the results to this file")
+    ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma list of: {', '.join(ENGINES)}")
+    ap.add_argument(
+        "--task-runners",
+        default="auto",
+        help="ours with each of these task_runner settings (auto is 'ours', others 'ours-<runner>'): auto, driver",
+    )
     args = ap.parse_args()
+    engines = {e: ENGINES[e] for e in args.engines.split(",") if e != "ours"}
+    if "ours" in args.engines.split(","):
+        for runner in args.task_runners.split(","):
+            engines["ours" if runner == "auto" else f"ours-{runner}"] = functools.partial(run_ours, task_runner=runner)
     global _POOL
     import multiprocessing
 
@@ -194,23 +256,18 @@ def main() -> int:
     print(f"Spark {spark.version}, {spark.sparkContext.defaultParallelism} cores, work dir {work}", flush=True)
     results = []
     # tiny: 10 partitions x 500 files of 60 rows (about 5.5 KB each), the appends of dbt incremental models
-    cases = {"small": (20, 100, 2_000_000), "tiny": (10, 500, 300_000), "large": (20, 100, args.large_rows)}
+    # mid: 6 partitions x 202 files of about 40 KB (1,212 files), the shape of issue 45's hidden warm-session case
+    cases = {
+        "small": (20, 100, 2_000_000),
+        "tiny": (10, 500, 300_000),
+        "mid": (6, 202, 797_000),
+        "large": (20, 100, args.large_rows),
+    }
     for name in args.cases.split(","):
         parts, files, rows = cases[name]
-        results.append(bench_case(spark, work, name, parts, files, rows, args.repeats))
+        results.append(bench_case(spark, work, name, parts, files, rows, args.repeats, engines))
     _POOL.close()
-    print(
-        "\n| case | files | size | ours | delta-spark | delta-rs | pyarrow 2 threads | pyarrow 2 processes "
-        "| ours/delta-spark | ours/delta-rs | ours/2 processes |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        m = r["median_s"]
-        print(
-            f"| {r['case']} | {r['files']} | {r['bytes'] / 1e6:.0f} MB | {m['ours']:.2f}s | {m['delta-spark']:.2f}s | "
-            f"{m['delta-rs']:.2f}s | {m['pyarrow-floor']:.2f}s | {m['pyarrow-2proc']:.2f}s | "
-            f"{r['ours_vs_delta_spark']:.2f} | {r['ours_vs_delta_rs']:.2f} | {r['ours_vs_2proc']:.2f} |"
-        )
+    _print_table(results, list(engines))
     if args.json_out:
         with open(args.json_out, "w") as fh:
             json.dump(results, fh, indent=2)
@@ -221,6 +278,29 @@ def main() -> int:
     print(f"\nresults written to {out}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _print_table(results: list[dict], engines: list[str]) -> None:
+    """Medians of wall and CPU (this process and its bin workers) per engine, and each against delta-rs."""
+    print("\n| case | files | size | " + " | ".join(f"{e} wall / cpu" for e in engines) + " |")
+    print("|---|---|---|" + "---|" * len(engines))
+    for r in results:
+        m, c = r["median_s"], r["median_cpu_s"]
+        cells = " | ".join(f"{m[e]:.2f}s / {c[e]:.2f}s" for e in engines)
+        print(f"| {r['case']} | {r['files']} | {r['bytes'] / 1e6:.0f} MB | {cells} |")
+    if not any("delta-rs" in r["median_s"] for r in results):
+        return
+    ours = [e for e in engines if e.startswith("ours")]
+    print("\n| case | " + " | ".join(f"{e}/delta-rs wall (per repeat) / cpu" for e in ours) + " |")
+    print("|---|" + "---|" * len(ours))
+    for r in results:
+        cells = []
+        for e in ours:
+            per = [a / b for a, b in zip(r["times_s"][e], r["times_s"]["delta-rs"])]
+            cpu = r["median_cpu_s"][e] / r["median_cpu_s"]["delta-rs"]
+            wall = r["median_s"][e] / r["median_s"]["delta-rs"]
+            cells.append(f"{wall:.2f} ({min(per):.2f}-{max(per):.2f}) / {cpu:.2f}")
+        print(f"| {r['case']} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -21,9 +21,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..delta.storage import LocalStorage
 from ..errors import DataFileError, DeltaOptimizeError, StorageAccessError
 from ..plan.planner import Bin
 from ..tasks.messages import BinTask, Failed, Fallback, NotStarted, Rewritten
+from .bin_processes import BinProcesses, pays
 from .bin_rewriter import BinResult, BinRewriter
 from .data_files import diagnose_inputs
 from .spark_engine import SparkEngine, spark_error_summary
@@ -69,9 +71,34 @@ class BinRunner:
     left: list[Bin] = field(default_factory=list)  #: not run (budget) or cancelled at the deadline
     #: bins Arrow could not write, handed to Spark (partition, files, reason)
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    #: the run's worker processes for the driver's bins, made by the first batch they pay for (``close`` ends them)
+    processes: BinProcesses | None = None
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def processes_for(self, tasks: Sequence[BinTask]) -> BinProcesses | None:
+        """The run's worker processes when these bins run in the driver, ``task_runner`` is auto and processes
+        pay for them (``bin_processes.pays``), else None (the driver's threads or a Spark job run them;
+        ``task_runner`` driver keeps the threads)."""
+        runner = self.rewriter.plan.config.task_runner
+        if runner != "auto" or not self.engine.runs_tasks_in_driver(runner):
+            return None
+        workers = min(self.max_threads, self.engine.driver_threads, len(tasks))
+        local = isinstance(self.rewriter.snapshot.storage, LocalStorage)
+        if not pays(tasks, workers=workers, local=local):
+            return None
+        if self.processes is not None and self.processes.cancelled:  # a cancelled pool is not reused
+            self.processes.close()
+            self.processes = None
+        if self.processes is None:
+            self.processes = BinProcesses(workers)
+        return self.processes
+
+    def close(self) -> None:
+        """End the run's worker processes, joining every one (nothing of the run outlives this)."""
+        if self.processes is not None:
+            self.processes.close()
 
     def run(self, bins: Sequence[Bin]) -> Iterator[BinResult]:
         """Yield each bin's result as it finishes (the caller may commit between results)."""
@@ -155,6 +182,7 @@ class _Batch:
             self.events,
             max_threads=r.max_threads,
             task_runner=r.rewriter.plan.config.task_runner,
+            processes=r.processes_for(tasks),
         )
 
     def _start_spark(self) -> None:

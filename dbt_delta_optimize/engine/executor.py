@@ -120,6 +120,7 @@ class OptimizeExecutor:
                     continue
                 self._run_batch(order_bins(batch, self.config.order), runner, rewriter, run)
         finally:
+            runner.close()  # the bins' worker processes, if any, end before their files are deleted
             rewriter.discard_uncommitted()  # failed, cancelled or dropped bins; nothing committed is in here
             journal.close()
         return self._metrics(run, runner, start_ms, self.engine.scheduled_tasks(group))

@@ -36,6 +36,7 @@ from ..tasks import bootstrap
 from ..tasks.messages import Fallback, Outcome, Task, decode_outcome, encode
 
 if TYPE_CHECKING:
+    from .bin_processes import BinProcesses
     from .spark_engine import SparkEngine
 
 __all__ = ["JobEnded", "TaskJob", "start_task_job"]
@@ -74,8 +75,10 @@ class TaskJob:
         *,
         max_threads: int,
         in_driver: bool,
+        processes: BinProcesses | None = None,
     ):
         self.engine = engine
+        self.processes = processes  #: the run's worker processes, when this job's bins run there
         self.max_threads = max_threads
         self.tasks = list(tasks)
         self.in_driver = in_driver
@@ -226,8 +229,25 @@ class TaskJob:
                 worker.join(_POLL_SECONDS * 10)
         self._finish(errors[0] if errors else None)
 
+    def _run_in_processes(self) -> None:
+        """The driver's bins in the run's worker processes (``bin_processes``): outcomes as each bin ends.
+        A bug in a bin ends the job with that error, as in a driver thread; ``BinProcesses.run`` returns
+        within ``STUCK_SECONDS`` of a cancel (it kills a bin that does not stop)."""
+        assert self.processes is not None
+        error: BaseException | None = None
+        try:
+            error = self.processes.run(self.tasks, self._deliver_outcome)
+        except BaseException as exc:  # a process could not be started or reached
+            error = exc
+            self.processes.cancel()
+        finally:
+            self._finish(error)
+
     # ------------------------------------------------------------------ control
     def start(self) -> TaskJob:
+        if self.in_driver and self.processes is not None:
+            self._spawn(self._run_in_processes)
+            return self
         if self.in_driver:
             self._spawn(self._run_in_driver)
             return self
@@ -240,6 +260,8 @@ class TaskJob:
 
     def cancel(self) -> None:
         self._stop.set()
+        if self.processes is not None:
+            self.processes.cancel()
         if not self.in_driver:
             self.engine.cancel(self.group)
 
@@ -248,8 +270,8 @@ class TaskJob:
         Spark ends such a job for us before it has killed its other tasks. After a cancel, driver threads get
         ``STUCK_SECONDS`` to notice it; one still in a read that cannot be interrupted is left running (a
         daemon, logged), not waited for."""
-        if not self.in_driver or not self._stop.is_set():
-            for thread in self._threads:
+        if not self.in_driver or not self._stop.is_set() or self.processes is not None:
+            for thread in self._threads:  # worker processes: bounded by BinProcesses.run, which kills a stuck bin
                 thread.join()
             if not self.in_driver and (self._failed or self._stop.is_set()):
                 self.engine.settle(self.group)
@@ -275,15 +297,26 @@ def start_task_job(
     *,
     max_threads: int = 1 << 30,
     task_runner: str = "auto",
+    processes: BinProcesses | None = None,
 ) -> TaskJob:
     """Start one job running ``tasks``; every outcome, then one ``JobEnded``, is put on ``events``.
 
     ``task_runner``: auto, driver or spark (``SparkEngine.runs_tasks_in_driver``). ``max_threads``
     (delta-spark's ``optimize.maxThreads``) caps the bins the driver runs at once; a Spark job runs as
-    many as the cluster has task slots.
+    many as the cluster has task slots. ``processes``: the run's worker processes, which run the bins
+    instead of the driver's threads when the bins run in the driver (``bin_processes.pays``).
     """
     in_driver = engine.runs_tasks_in_driver(task_runner)
     if not in_driver:
         engine.prepare_python_tasks()
-    job = TaskJob(engine, tasks, group, description, events, max_threads=max_threads, in_driver=in_driver)
+    job = TaskJob(
+        engine,
+        tasks,
+        group,
+        description,
+        events,
+        max_threads=max_threads,
+        in_driver=in_driver,
+        processes=processes if in_driver else None,
+    )
     return job.start()

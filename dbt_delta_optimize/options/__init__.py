@@ -245,8 +245,8 @@ OPTIMIZE_OPTIONS: tuple[Option, ...] = (
         "choice",
         OURS + "taskRunner",
         "auto",
-        "Where Arrow bins run: auto (the driver's threads on a local master, else one Spark job per batch), "
-        "driver, or spark.",
+        "Where Arrow bins run: auto (the driver's threads on a local master, or its worker processes for "
+        "1,000 or more small local files; else one Spark job per batch), driver (its threads), or spark.",
         choices=get_args(TaskRunner),
     ),
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .bin_task import run_bin
 from .fetch_pool import FetchPool
@@ -35,11 +35,13 @@ from .messages import (
 if TYPE_CHECKING:
     from ..delta.storage import Storage
 
-__all__ = ["fetch_pool", "run_task", "run_text", "task_storage"]
+__all__ = ["fetch_pool", "run_task", "run_text", "serve_bins", "task_storage"]
 
 _STORES: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
 _FETCH: list[FetchPool] = []
 _LOCK = threading.Lock()
+#: A bin worker process's stop flag (``serve_bins``): the driver sets it to cancel the bins running there.
+_STOP: list[Any] = []
 
 
 def task_storage(store: StoreRef) -> tuple[Storage, bool]:
@@ -98,3 +100,31 @@ def _run(task: Task, storage: Storage, local: bool, stop: Callable[[], bool] | N
 def run_text(text: str) -> str:
     """One message in, one outcome out (JSON text both ways): what a Spark task runs."""
     return encode(run_task(decode_task(text)))
+
+
+def serve_bins(conn: Any, stop: Any) -> None:
+    """A bin worker process of the driver's pool (``engine.bin_processes``): bins in, outcomes out on its
+    pipe (pickled both ways, no JSON text), until it gets None or the driver's end closes. ``stop`` is the
+    run's stop flag (a byte of shared memory, nonzero once cancelled), asked between row groups as the
+    driver's threads ask theirs. Ctrl-C is the driver's to handle: it cancels, then ends this process."""
+    import signal
+    import traceback
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _STOP[:] = [stop]
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        try:
+            outcome: Any = run_task(task, _stopped)
+        except Exception as exc:  # run_bin types every bin failure: this is a bug, which ends the batch
+            outcome = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        conn.send(outcome)
+
+
+def _stopped() -> bool:
+    return bool(_STOP[0].value)
