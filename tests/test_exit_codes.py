@@ -176,7 +176,8 @@ def test_debug_shows_the_task_side_too(tmp_path, runner):
     assert "failed in its task:" in proc.stderr and "Traceback (most recent call last)" in task_side, proc.stderr[
         -3000:
     ]
-    assert "tasks/inputs.py" in task_side and "ParquetFile" in task_side  # where in the task it failed
+    # where in the task it failed: our reader's open of the file, by pyarrow's Parquet reader
+    assert "tasks/inputs.py" in task_side and "in _parquet" in task_side and "reader.open(" in task_side
     assert proc.stderr.splitlines()[-1].startswith("error: Cannot read data file")
 
 

@@ -136,3 +136,16 @@ def test_a_vacuum_without_numpy_finds_the_files_the_api_finds(tmp_path):
     api = vacuum(None, path, retain="0h", dry_run=True, allow_short_retention=True)
     assert sorted(f["path"] for f in metrics["files"]) == sorted(c.path for c in api.files)
     assert metrics["filesDeleted"] == api.files_deleted >= 10
+
+
+def test_numpy_stays_importable_wherever_a_vacuum_may_use_spark(monkeypatch):
+    """Spark's Python client needs numpy: a catalog name (resolved by a session), ``--task-runner spark`` and
+    Spark Connect keep it (their end-to-end runs: test_cluster's remote vacuum); a path on the driver does not."""
+    from dbt_delta_optimize.cli.vacuum import _without_spark
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert _without_spark("/data/t", None) and _without_spark("s3://b/t", "auto") and _without_spark("./t", "driver")
+    assert not _without_spark("default.events", None)
+    assert not _without_spark("/data/t", "spark")
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
+    assert not _without_spark("/data/t", "auto")

@@ -22,13 +22,21 @@ def _progress(done: int, total: int) -> None:
         click.echo(f"deleted {done}/{total} files", err=True)
 
 
+def _without_spark(table: str, task_runner: str | None) -> bool:
+    """A VACUUM of a path with no Spark session: not a catalog name, not ``--task-runner spark``, no Spark Connect
+    (Spark's Python client needs numpy). A path has a slash, as ``ops.vacuum`` decides it."""
+    import os
+
+    return "/" in table and task_runner != "spark" and not os.environ.get("SPARK_REMOTE")
+
+
 @contextmanager
-def _arrow_without_numpy() -> Iterator[None]:
-    """pyarrow imports numpy whenever it is installed (most of pyarrow's import), yet a VACUUM reads a checkpoint's
-    columns as Python lists and never touches numpy. In a process of its own, a VACUUM that loads pyarrow loads it
-    without numpy, which pyarrow supports since 16: ``import numpy`` fails while the command runs. A caller's
-    process (the API, dbt, a test) keeps its numpy, and pyarrow loaded before is left as it is."""
-    if not owns_process() or "pyarrow" in sys.modules or "numpy" in sys.modules:
+def _arrow_without_numpy(spark_free: bool) -> Iterator[None]:
+    """pyarrow imports numpy whenever it is installed (most of pyarrow's import), yet a VACUUM without Spark reads
+    a checkpoint's columns as Python lists and never touches numpy. In a process of its own, such a VACUUM loads
+    pyarrow without numpy, which pyarrow supports since 16: ``import numpy`` fails while the command runs. A
+    caller's process (the API, dbt, a test) keeps its numpy, and pyarrow loaded before is left as it is."""
+    if not spark_free or not owns_process() or "pyarrow" in sys.modules or "numpy" in sys.modules:
         yield
         return
     sys.modules["numpy"] = None  # type: ignore[assignment]
@@ -62,7 +70,7 @@ def vacuum_cmd(table: str, retain: str | None, mode: str, dry_run: bool, as_json
     """VACUUM: delete the files of TABLE that no version inside the retention needs (delta-spark's rules)."""
     from ..ops.vacuum import vacuum
 
-    with _arrow_without_numpy():
+    with _arrow_without_numpy(_without_spark(table, settings.get("task_runner"))):
         metrics = vacuum(
             None,
             table,
