@@ -28,6 +28,7 @@ from ..tasks.messages import BinTask, Failed, Fallback, NotStarted, Rewritten
 from .bin_processes import BinProcesses, pays
 from .bin_rewriter import BinResult, BinRewriter
 from .data_files import diagnose_inputs
+from .gc_pause import collector_paused
 from .spark_engine import SparkEngine, spark_error_summary
 from .task_runner import JobEnded, TaskJob, start_task_job
 
@@ -171,7 +172,8 @@ class _Batch:
             r.left.extend(bins)
             return
         deadline = None if r.deadline is None else time.time() + (r.deadline - time.monotonic())
-        tasks = r.rewriter.tasks(bins, deadline)
+        with collector_paused():  # a message per input file: gc_pause.py
+            tasks = r.rewriter.tasks(bins, deadline)
         self.arrow = {t.bin_id: (b, t) for b, t in zip(bins, tasks)}
         description = f"{r.rewriter.snapshot.location}<br/>Optimizing {len(bins)} bin(s) with Arrow"
         self.job = start_task_job(

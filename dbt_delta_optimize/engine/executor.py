@@ -27,6 +27,7 @@ from ..plan.planner import Bin, OptimizePlan
 from .bin_rewriter import BinResult, BinRewriter
 from .bin_runner import BinRunner
 from .committer import DroppedBin, commit_batch
+from .gc_pause import collector_paused
 from .layout import check_output_folders, hive_dir
 from .spark_engine import SparkEngine
 
@@ -157,7 +158,8 @@ class OptimizeExecutor:
     def _commit(self, results: list[BinResult], rewriter: BinRewriter, run: _Run) -> None:
         self.snapshot.storage.requests.mark("commit")  # and what follows it: validation, checkpoint, log cleanup
         try:
-            outcome = commit_batch(self.snapshot, self.plan, results, ours=tuple(c.version for c in run.committed))
+            with collector_paused():  # thousands of short-lived actions and lines: gc_pause.py
+                outcome = commit_batch(self.snapshot, self.plan, results, ours=tuple(c.version for c in run.committed))
         except CommitFailedError as exc:
             raise _truthful(exc, run) from exc
         rewriter.discard(d.bin for d in outcome.dropped)
