@@ -83,7 +83,7 @@ def bulk_from_20(monkeypatch):
     monkeypatch.setattr(storage, "_BULK_DELETE", 20)
 
 
-@pytest.mark.parametrize("n", [0, 50])  # the one-by-one loop (under 20 paths), and the threads
+@pytest.mark.parametrize("n", [0, 50, 300])  # the one-by-one loop (under 20 paths), one thread, two threads
 def test_local_delete_many_deletes_and_counts_what_was_there(tmp_path, n, bulk_from_20):
     root = str(tmp_path)
     os.makedirs(f"{root}/p=1")
@@ -100,6 +100,12 @@ def test_local_delete_many_deletes_and_counts_what_was_there(tmp_path, n, bulk_f
     assert sorted(os.listdir(root)) == ["kept", "p=%3A x", "p=1"]
     assert os.listdir(f"{root}/p=1") == [] and os.listdir(f"{root}/p=%3A x") == []
     assert LocalStorage().delete_many(files) == 0
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(None, 2), (1, 2), (2, 2), (8, 8), (64, 16)])
+def test_bulk_delete_takes_a_thread_per_core_within_bounds(monkeypatch, cores, threads):
+    monkeypatch.setattr(storage.os, "cpu_count", lambda: cores)
+    assert storage._delete_threads() == threads
 
 
 def test_bulk_delete_raises_what_unlink_raises(tmp_path, bulk_from_20):
