@@ -71,7 +71,7 @@ def test_overlapping_pauses_in_threads_resume_when_the_last_ends():
     assert gc.isenabled()
 
 
-def test_an_optimize_commits_and_builds_its_tasks_with_the_collector_paused(tmp_path, monkeypatch):
+def test_an_optimize_builds_its_tasks_results_and_commit_with_the_collector_paused(tmp_path, monkeypatch):
     """Through a real run (deltalake's table, our Arrow bins in the driver, our commit): the pause reaches both
     steps, the collector runs again after, and the rows are the same."""
     import pyarrow as pa
@@ -85,7 +85,7 @@ def test_an_optimize_commits_and_builds_its_tasks_with_the_collector_paused(tmp_
     for i in range(4):
         write_deltalake(path, pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64())}), mode="append")
     seen: dict[str, bool] = {}
-    commit, tasks = executor.commit_batch, BinRewriter.tasks
+    commit, tasks, result = executor.commit_batch, BinRewriter.tasks, BinRewriter.result
 
     def commit_batch(*args, **kwargs):
         seen["commit"] = gc.isenabled()
@@ -95,10 +95,15 @@ def test_an_optimize_commits_and_builds_its_tasks_with_the_collector_paused(tmp_
         seen["tasks"] = gc.isenabled()
         return tasks(self, *args, **kwargs)
 
+    def spy_result(self, *args, **kwargs):
+        seen["result"] = gc.isenabled()
+        return result(self, *args, **kwargs)
+
     monkeypatch.setattr(executor, "commit_batch", commit_batch)
+    monkeypatch.setattr(BinRewriter, "result", spy_result)
     monkeypatch.setattr(BinRewriter, "tasks", spy_tasks)
     m = optimize(None, path, task_runner="driver")
     assert (m.num_files_removed, m.num_files_added) == (4, 1)
-    assert seen == {"commit": False, "tasks": False}
+    assert seen == {"commit": False, "tasks": False, "result": False}
     assert gc.isenabled()
     assert sorted(DeltaTable(path).to_pyarrow_table()["id"].to_pylist()) == list(range(40))

@@ -243,7 +243,8 @@ class _Batch:
             return None
         b, task = entry
         if isinstance(event, Rewritten):
-            return self.runner.rewriter.result(b, task, event)
+            with collector_paused():  # the bin's actions, one per input file
+                return self.runner.rewriter.result(b, task, event)
         if isinstance(event, Fallback):  # one warning per reason: a misconfigured cluster is one line, not one a bin
             again = any(f["reason"] == event.reason for f in self.runner.fallbacks)
             level = logging.DEBUG if again else logging.WARNING
