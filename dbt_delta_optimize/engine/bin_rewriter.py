@@ -29,6 +29,7 @@ from ..delta.storage import LocalStorage, join
 from ..plan.planner import Bin, OptimizePlan
 from ..tasks.arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
 from ..tasks.messages import BinTask, CopyReport, InputFile, Rewritten, RowTrackingColumns, StatsSpec, StoreRef
+from .input_files import bin_inputs, input_file
 from .layout import new_file_location
 from .spark_engine import SparkEngine
 
@@ -159,29 +160,9 @@ class BinRewriter:
         row_id, commit_version = rt.columns
         return RowTrackingColumns(row_id, commit_version)
 
-    def _check_row_tracking(self, files: Sequence[AddFile]) -> None:
-        from ..errors import CorruptLogError
-
-        if self.row_tracking_columns is None:
-            return
-        missing = [f.path for f in files if f.base_row_id is None or f.default_row_commit_version is None]
-        if missing:
-            raise CorruptLogError(
-                f"{self.snapshot.location} has row tracking enabled but data file {missing[0]!r} has no "
-                "baseRowId/defaultRowCommitVersion in the log, so its rows' ids cannot be kept. Nothing was "
-                "written; backfill row tracking with delta-spark."
-            )
-
     def input_file(self, f: AddFile) -> InputFile:
         """What a task needs to read one input: location, size, deletion vector, row tracking fields."""
-        keep_ids = self.row_tracking_columns is not None
-        return InputFile(
-            path=self.snapshot.file_path(f.path),
-            size=f.size,
-            deletion_vector=f.deletion_vector.to_json() if f.deletion_vector is not None else None,
-            base_row_id=f.base_row_id if keep_ids else None,
-            default_row_commit_version=f.default_row_commit_version if keep_ids else None,
-        )
+        return input_file(self.snapshot, f, keep_ids=self.row_tracking_columns is not None)
 
     @cached_property
     def _stats_spec(self) -> StatsSpec:
@@ -218,18 +199,18 @@ class BinRewriter:
             return False
         return self._arrow_reason is None
 
-    def _copy_min_bytes(self, b: Bin) -> int:
+    def _copy_min_bytes(self, inputs: Sequence[InputFile]) -> int:
         """The threshold for a bin, or 0 when no input is that large (its task then reads no footer twice)."""
         threshold = self.plan.config.row_group_copy_min_bytes
-        return threshold if threshold > 0 and any(f.size >= threshold for f in b.files) else 0
+        return threshold if threshold > 0 and any(f.size >= threshold for f in inputs) else 0
 
     def tasks(self, bins: Sequence[Bin], deadline: float | None) -> list[BinTask]:
         """One task message per bin (``bin_id`` = index), their outputs announced in one journal write.
 
         ``deadline``: epoch seconds after which a task does not start its bin (the time budget).
         """
-        for b in bins:
-            self._check_row_tracking(b.files)
+        keep_ids = self.row_tracking_columns is not None
+        inputs = [bin_inputs(self.snapshot, b.files, keep_ids=keep_ids) for b in bins]  # refuses before writing
         codec = self.engine.parquet_codec
         suffix = "" if codec in ("none", "uncompressed") else f".{codec}"
         placed = self._place_all([(b, f"part-00000-{uuid.uuid4()}.c000{suffix}.parquet") for b in bins])
@@ -238,7 +219,7 @@ class BinRewriter:
             BinTask(
                 bin_id=i,
                 store=self.store,
-                inputs=tuple(self.input_file(f) for f in b.files),
+                inputs=files,
                 output=p.location,
                 fields=fields,
                 compression=codec,
@@ -246,9 +227,9 @@ class BinRewriter:
                 row_tracking=self.row_tracking_columns,
                 stats=self._stats_spec,
                 deadline=deadline,
-                copy_min_bytes=self._copy_min_bytes(b),
+                copy_min_bytes=self._copy_min_bytes(files),
             )
-            for i, (b, p) in enumerate(zip(bins, placed))
+            for i, (files, p) in enumerate(zip(inputs, placed))
         ]
 
     def result(self, b: Bin, task: BinTask, outcome: Rewritten) -> BinResult:
