@@ -123,6 +123,7 @@ class _ActionCheck:
         if (
             r.extended_file_metadata
             and r.partition_values
+            and r.partition_values is not f.partition_values  # a remove made from the live file carries its map
             and self.key_of(r.partition_values) != self.key_of(f.partition_values)
         ):
             msg = f"remove records partition values {dict(r.partition_values)}, the live file has {dict(f.partition_values)}"
@@ -130,9 +131,9 @@ class _ActionCheck:
 
     def removes(self, removes: Sequence[RemoveFile]) -> _RowCount:
         rows = _RowCount()
-        live = self.live.lookup(norm_path(r.path, self.root) for r in removes)
-        for r in removes:
-            p = norm_path(r.path, self.root)
+        paths = [norm_path(r.path, self.root) for r in removes]
+        live = self.live.lookup(paths)
+        for r, p in zip(removes, paths):
             if p in self.removed_paths:
                 self.found("remove_duplicate", "the same path is removed twice", r.path)
                 continue
