@@ -38,3 +38,26 @@ def test_loads_falls_back_where_orjson_refuses():
     assert loads('{"a": 1180591620717411303424}') == {"a": 2**70}
     with pytest.raises(ValueError):
         loads(b"{not json")
+
+
+@pytest.mark.parametrize("path", ["part=a/f.parquet", "part=é/f.parquet", "p=a\x7fb/f%20x.parquet"])
+def test_a_removes_own_line_is_the_line_the_commit_writes(path):
+    """``RemoveFile.json_line`` (made as a bin finishes, kept for the commit) is json's text of the action."""
+    from dbt_delta_optimize.delta.actions import AddFile, DeletionVector
+
+    f = AddFile(
+        path=path,
+        partition_values={"p": path[:3], "q": None},
+        size=123,
+        modification_time=1,
+        stats='{"numRecords":3,"minValues":{"s":"\\u007f"}}',
+        tags={"t": "v"},
+        deletion_vector=DeletionVector("u", "ab^-aqEH.-t@S}K{vb[*k^", 1, 36, 2),
+        base_row_id=2**62,
+        default_row_commit_version=7,
+    )
+    r = f.remove(1_700_000_000_000, data_change=False)
+    want = (json.dumps({"remove": r.to_json()}, separators=(",", ":")) + "\n").encode()
+    assert r.json_line == want == json_lines([{"remove": r.to_json()}])
+    assert r.json_line is r.json_line  # made once
+    assert loads(r.json_line)["remove"]["path"] == path

@@ -26,6 +26,7 @@ __all__ = [
     "Metadata",
     "Protocol",
     "RemoveFile",
+    "json_line",
     "json_lines",
     "loads",
     "parse_stats",
@@ -60,25 +61,27 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
-def json_lines(objects: Sequence[Mapping[str, Any]]) -> bytes:
-    """Compact JSON, one line per object, each ending in a newline: byte for byte what
-    ``json.dumps(o, separators=(",", ":"))`` writes, by orjson (3 times faster per action of a large commit)
-    when its text is ASCII, else by the standard library for all of them (which escapes the rest as
-    ``\\uXXXX``). The one ASCII character the two write differently is DEL, which orjson leaves raw; a raw
-    DEL byte can only be inside a string (delta-spark ends truncated string maxima with it), so it is
-    escaped as json does. For add and remove actions, which hold no floats (orjson writes ``1e-7`` where
-    json writes ``1e-07``)."""
+def json_line(obj: Mapping[str, Any]) -> bytes:
+    """Compact JSON of one object and its newline: byte for byte what ``json.dumps(o, separators=(",", ":"))``
+    writes, by orjson (3 times faster per action of a large commit) when its text is ASCII, else by the
+    standard library (which escapes the rest as ``\\uXXXX``). The one ASCII character the two write
+    differently is DEL, which orjson leaves raw; a raw DEL byte can only be inside a string (delta-spark
+    ends truncated string maxima with it), so it is escaped as json does. For add and remove actions,
+    which hold no floats (orjson writes ``1e-7`` where json writes ``1e-07``)."""
     import orjson
 
     try:
-        encoded = b"\n".join(orjson.dumps(o) for o in objects)
+        encoded = orjson.dumps(obj)
     except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a type orjson does not take
-        encoded = b""
-    if (encoded or not objects) and encoded.isascii():
-        encoded = encoded.replace(b"\x7f", b"\\u007f")
-    else:
-        encoded = "\n".join(json.dumps(o, separators=(",", ":")) for o in objects).encode()
-    return encoded + b"\n" if objects else b""
+        encoded = b"\x80"
+    if encoded.isascii():
+        return encoded.replace(b"\x7f", b"\\u007f") + b"\n"
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+def json_lines(objects: Sequence[Mapping[str, Any]]) -> bytes:
+    """``json_line`` of each object, joined (each line's codec is chosen on its own: the bytes are the same)."""
+    return b"".join(json_line(o) for o in objects)
 
 
 def parse_stats(stats: str | None) -> dict[str, Any] | None:
@@ -322,6 +325,12 @@ class RemoveFile:
     @property
     def key(self) -> tuple[str, str | None]:
         return (self.path, self.deletion_vector.unique_id if self.deletion_vector else None)
+
+    @cached_property
+    def json_line(self) -> bytes:
+        """The action's line in a commit (``json_line``), made once: OPTIMIZE makes it as each bin finishes,
+        while other bins run, so the commit after the last bin does not encode thousands of removes."""
+        return json_line({REMOVE: self.to_json()})
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "dataChange": self.data_change}

@@ -38,7 +38,7 @@ from .actions import (
     CommitInfo,
     DomainMetadata,
     RemoveFile,
-    json_lines,
+    json_line,
 )
 from .checkpoint_v2 import is_v2_policy, write_v2_checkpoint
 from .in_commit_timestamps import commit_timestamp, ict_enabled, next_in_commit_timestamp
@@ -347,7 +347,9 @@ class Transaction:
             if new_mark != mark:
                 tail.append(high_water_mark_action(new_mark))
         head = json.dumps({"commitInfo": info.to_json()}, separators=(",", ":"))
-        files = json_lines([{ADD if isinstance(a, AddFile) else REMOVE: a.to_json()} for a in [*adds, *others]])
+        files = b"".join(
+            a.json_line if isinstance(a, RemoveFile) else json_line({ADD: a.to_json()}) for a in [*adds, *others]
+        )
         tail_lines = "".join(json.dumps({DOMAIN_METADATA: d.to_json()}, separators=(",", ":")) + "\n" for d in tail)
         return (head + "\n").encode() + files + tail_lines.encode()
 
