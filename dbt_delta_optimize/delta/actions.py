@@ -332,6 +332,12 @@ class RemoveFile:
         while other bins run, so the commit after the last bin does not encode thousands of removes."""
         return json_line({REMOVE: self.to_json()})
 
+    @cached_property
+    def reads_back(self) -> bool:
+        """Whether ``json_line`` reads back as this very action: then a landed commit holding that line holds
+        this action, and OPTIMIZE's check after landing need not parse it again (``inspect.landed``)."""
+        return RemoveFile.from_json(loads(self.json_line)[REMOVE]) == self
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "dataChange": self.data_change}
         if self.deletion_timestamp is not None:

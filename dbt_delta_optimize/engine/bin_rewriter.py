@@ -262,7 +262,7 @@ class BinRewriter:
     def _result(self, b: Bin, adds: tuple[AddFile, ...], copy: CopyReport | None = None) -> BinResult:
         removes = tuple(f.remove(self.operation_timestamp, data_change=False) for f in b.files)
         for f, r in zip(b.files, removes):  # the commit's per-file work, done while the other bins run
-            _ = r.json_line, f.num_records  # its line in the commit; its rows, which validation sums
+            _ = r.reads_back, f.num_records  # its line in the commit, read back as the landed check will; its rows
         return BinResult(b, adds, removes, copy)
 
     # ------------------------------------------------------------------ the Spark paths

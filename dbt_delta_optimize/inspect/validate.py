@@ -277,6 +277,20 @@ def _stats_report(
     )
 
 
+def _read_landed(
+    root: str, version: int, storage: Storage, before: Snapshot | None, checked: CheckedActions | None
+) -> tuple[list[dict[str, Any]], list[RemoveFile] | None]:
+    """The commit's raw actions; without the lines of the removes ``checked`` holds when they are there as
+    written (``inspect.landed``: those removes are returned instead of being parsed again)."""
+    from ..delta.log import parse_commit, read_commit_bytes
+    from .landed import landed_actions
+
+    data = read_commit_bytes(storage, root, version)
+    if checked is None or before is None or before is not checked.snapshot:
+        return parse_commit(data, root, version), None
+    return landed_actions(data, root, version, checked.removes)
+
+
 def validate_commit(
     table: str,
     version: int | None = None,
@@ -296,7 +310,7 @@ def validate_commit(
     when the landed commit holds exactly them). Raises InvalidArgumentError when the version is not a data-rearranging
     commit, and TableNotFoundError / NotADeltaTableError for a missing table or version.
     """
-    from ..delta.snapshot import latest_version, load_snapshot, read_commit
+    from ..delta.snapshot import latest_version, load_snapshot
 
     root = table_uri(table)
     storage = storage if storage is not None else storage_for(root)
@@ -307,10 +321,11 @@ def validate_commit(
             version = latest_rearranging_version(root, storage=storage)
         if version < 0 or version > latest:
             raise InvalidArgumentError(f"Version {version} of '{table}' does not exist (latest is {latest}).")
-    raw = read_commit(root, version, storage=storage)
+    raw, known = _read_landed(root, version, storage, before, checked)
     findings: list[Finding] = []
     info = next((a[COMMIT_INFO] for a in raw if COMMIT_INFO in a), None)
     adds, removes = _parse_actions(raw, findings)
+    removes = known if known is not None else removes
     if _operation(raw) == COMPUTE_STATS and version > 0:
         before = before if before is not None else load_snapshot(root, version - 1, storage=storage)
         return _stats_report(root, version, info, adds, removes, before, findings, storage, check_footers, live)
