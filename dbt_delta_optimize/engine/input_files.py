@@ -3,8 +3,9 @@
 A plan's bin holds a ``FileView``: its AddFiles are built from Arrow on first access, with the stats,
 tags and partition values of every file. A task needs only each file's location, size, deletion
 vector and row-tracking fields, so these come from four columns instead. The AddFiles are still built,
-later, for the bin's remove actions: by then the first bins are running (on 5,000 files of 5.5 KB the
-first bin started 50-70 ms sooner; docs/performance.md, "Issue 45, the task messages").
+later, for the bin's remove actions: by then the first bins are running (on 5,000 files of 5.5 KB the ten
+messages take 17-30 ms, not 71-103; docs/performance.md, "Issue 45, the task messages and the commit's
+per-file work").
 """
 
 from __future__ import annotations
