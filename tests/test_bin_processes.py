@@ -25,7 +25,7 @@ import time
 import pytest
 
 from dbt_delta_optimize.api import optimize
-from dbt_delta_optimize.delta.actions import json_lines
+from dbt_delta_optimize.delta.actions import json_line
 from dbt_delta_optimize.engine import bin_processes, bin_runner
 from dbt_delta_optimize.tasks.messages import Failed, NotStarted, Rewritten
 from tests.helpers import assert_same_rows, rows_spark
@@ -91,7 +91,7 @@ def test_processes_commit_what_threads_commit(spark, small_files, tmp_path, monk
     for lines in (in_procs, in_threads):  # orjson's lines are json.dumps's, byte for byte
         files = [line for line in lines if line.startswith((b'{"add"', b'{"remove"'))]
         assert len(files) == 183
-        assert json_lines([json.loads(line) for line in files]) == b"".join(line + b"\n" for line in files)
+        assert b"".join(json_line(json.loads(line)) for line in files) == b"".join(line + b"\n" for line in files)
         assert all(line == json.dumps(json.loads(line), separators=(",", ":")).encode() for line in files)
 
 

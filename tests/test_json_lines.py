@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dbt_delta_optimize.delta.actions import json_lines, loads
+from dbt_delta_optimize.delta.actions import json_line, loads
 
 ALL_ASCII = "".join(chr(i) for i in range(128))
 ADD = {
@@ -28,7 +28,7 @@ HUGE = {"remove": {"path": "a", "size": 2**70}}
 @pytest.mark.parametrize("objects", [[], [ADD], [ADD, ADD, ADD], [ADD, NON_ASCII], [ADD, HUGE], [HUGE]])
 def test_json_lines_are_the_standard_librarys_text(objects):
     want = "".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objects).encode()
-    got = json_lines(objects)
+    got = b"".join(map(json_line, objects))
     assert got == want
     assert [loads(line) for line in got.splitlines()] == [json.loads(line) for line in want.splitlines()]
 
@@ -58,6 +58,6 @@ def test_a_removes_own_line_is_the_line_the_commit_writes(path):
     )
     r = f.remove(1_700_000_000_000, data_change=False)
     want = (json.dumps({"remove": r.to_json()}, separators=(",", ":")) + "\n").encode()
-    assert r.json_line == want == json_lines([{"remove": r.to_json()}])
+    assert r.json_line == want == json_line({"remove": r.to_json()})
     assert r.json_line is r.json_line  # made once
     assert loads(r.json_line)["remove"]["path"] == path

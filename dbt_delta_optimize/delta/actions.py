@@ -7,7 +7,7 @@ the exact log shape so a RemoveFile carries everything its AddFile had.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -27,7 +27,6 @@ __all__ = [
     "Protocol",
     "RemoveFile",
     "json_line",
-    "json_lines",
     "loads",
     "parse_stats",
 ]
@@ -77,11 +76,6 @@ def json_line(obj: Mapping[str, Any]) -> bytes:
     if encoded.isascii():
         return encoded.replace(b"\x7f", b"\\u007f") + b"\n"
     return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
-def json_lines(objects: Sequence[Mapping[str, Any]]) -> bytes:
-    """``json_line`` of each object, joined (each line's codec is chosen on its own: the bytes are the same)."""
-    return b"".join(json_line(o) for o in objects)
 
 
 def parse_stats(stats: str | None) -> dict[str, Any] | None:

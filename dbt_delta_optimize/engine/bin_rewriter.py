@@ -29,7 +29,7 @@ from ..delta.storage import LocalStorage, join
 from ..plan.planner import Bin, OptimizePlan
 from ..tasks.arrow_schema import NeedsSparkRewrite, arrow_schema, with_hidden_fields
 from ..tasks.messages import BinTask, CopyReport, InputFile, Rewritten, RowTrackingColumns, StatsSpec, StoreRef
-from .input_files import bin_inputs, input_file
+from .input_files import bin_inputs
 from .layout import new_file_location
 from .spark_engine import SparkEngine
 
@@ -160,10 +160,6 @@ class BinRewriter:
         row_id, commit_version = rt.columns
         return RowTrackingColumns(row_id, commit_version)
 
-    def input_file(self, f: AddFile) -> InputFile:
-        """What a task needs to read one input: location, size, deletion vector, row tracking fields."""
-        return input_file(self.snapshot, f, keep_ids=self.row_tracking_columns is not None)
-
     @cached_property
     def _stats_spec(self) -> StatsSpec:
         snap = self.snapshot
@@ -282,7 +278,7 @@ class BinRewriter:
         if self._store is not None:
             from .store_io import read_store_files
 
-            items = [self.input_file(f) for f in b.files]
+            items = bin_inputs(self.snapshot, b.files, keep_ids=self.row_tracking_columns is not None)
             return read_store_files(
                 self.engine, items, fields, self.store, self.row_tracking_columns, by_id=self._by_id
             )
