@@ -147,6 +147,26 @@ def test_pool_outcomes_failures_and_close(tasks):
     assert len(pool.processes()) == 2 and _ended(pool)
 
 
+def test_pool_release_ends_idle_processes_before_close(tasks):
+    """The run's last batch done: ``release`` tells the idle processes to end, and they exit on their own
+    (while the driver commits); the pool takes no more bins, and ``close`` still joins every one."""
+    pool = bin_processes.BinProcesses(2)
+    try:
+        outcomes, error = _run_pool(pool, tasks[:2])
+        assert error is None and all(isinstance(o, Rewritten) for o in outcomes)
+        assert len(pool.processes()) == 2 and not _ended(pool)
+        pool.release()
+        for p in pool.processes():
+            p.join(10)  # not close(): they end because they were told to
+        assert _ended(pool) and all(p.exitcode == 0 for p in pool.processes())
+        with pytest.raises(RuntimeError, match="released"):
+            _run_pool(pool, tasks[2:3])
+        pool.release()  # twice: nothing more to tell
+    finally:
+        pool.close()
+    assert _ended(pool) and len(pool.processes()) == 2
+
+
 def test_pool_stop_flag_stops_bins(tasks):
     pool = bin_processes.BinProcesses(2)
     try:

@@ -924,16 +924,21 @@ def test_checkpoint_written_by_our_commit(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_checkpoint_on_deltars_table(spark, tmp_path):
+def test_checkpoint_on_deltars_table(spark, tmp_path, monkeypatch):
+    import dbt_delta_optimize.delta.commit as commit_module
+
+    parsed: list[int] = []  # our own commit is parsed again only for a checkpoint (not every commit)
+    real_parse = commit_module.parse_commit
+    monkeypatch.setattr(commit_module, "parse_commit", lambda d, r, v: parsed.append(v) or real_parse(d, r, v))
     path = str(tmp_path / "cp_rs")
     deltars_table(path, appends=3, configuration={"delta.checkpointInterval": "2"})
     expected = rows_deltars(path, COLS)
     before = load_snapshot(path)
     assert before.version == 2
     res_a, add_a, _, _ = rewrite(before, in_partition(before, part="x"))
-    assert res_a.version == 3 and res_a.checkpoint_version is None
+    assert res_a.version == 3 and res_a.checkpoint_version is None and parsed == []
     res_b, add_b, _, _ = rewrite(load_snapshot(path), in_partition(load_snapshot(path), part=SPECIAL))
-    assert res_b.version == 4 and res_b.checkpoint_version == 4
+    assert res_b.version == 4 and res_b.checkpoint_version == 4 and parsed == [4]
     assert os.path.exists(os.path.join(path, "_delta_log", f"{4:020d}.checkpoint.parquet"))
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     assert rows_spark(spark, path, COLS) == expected

@@ -264,9 +264,7 @@ class Transaction:
                 self._committed = True
                 log.info("committed %s as version %d of %s (attempt %d)", operation, version, root, attempt)
                 self._note_commit(version, payload)
-                checkpoint = self._maybe_checkpoint(
-                    version, [*rebased, (version, parse_commit(payload, root, version))]
-                )
+                checkpoint = self._maybe_checkpoint(version, rebased, payload)
                 files, size = self._clean_logs(checkpoint)
                 versions = tuple(v for v, _ in rebased)
                 return CommitResult(version, self.read_version, attempt, checkpoint, versions, files, size)
@@ -353,10 +351,13 @@ class Transaction:
         tail_lines = "".join(json.dumps({DOMAIN_METADATA: d.to_json()}, separators=(",", ":")) + "\n" for d in tail)
         return (head + "\n").encode() + files + tail_lines.encode()
 
-    def _maybe_checkpoint(self, version: int, commits: Sequence[tuple[int, Sequence[Mapping[str, Any]]]]) -> int | None:
-        """A checkpoint at ``version`` when the interval says so: written by us from the snapshot and the
-        ``commits`` after it (``checkpoint_v1``: nothing read again), else by deltalake (which loads the table
-        at ``version``)."""
+    def _maybe_checkpoint(
+        self, version: int, rebased: Sequence[tuple[int, Sequence[Mapping[str, Any]]]], payload: bytes
+    ) -> int | None:
+        """A checkpoint at ``version`` when the interval says so: written by us from the snapshot, the commits
+        ``rebased`` over and ours (``payload``; ``checkpoint_v1``: nothing read again), else by deltalake (which
+        loads the table at ``version``). Our commit is parsed again only for a checkpoint (10 ms for 5,000
+        removes, which nine commits in ten do not need)."""
         try:
             interval = int(self.snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
         except ValueError:
@@ -364,6 +365,7 @@ class Transaction:
         if interval <= 0 or version % interval != 0:
             return None
         try:
+            commits = [*rebased, (version, parse_commit(payload, self.snapshot.location, version))]
             if not self._own_checkpoint(version, commits):
                 self._deltalake_checkpoint(version)
             return version

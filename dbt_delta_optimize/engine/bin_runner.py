@@ -89,12 +89,17 @@ class BinRunner:
         local = isinstance(self.rewriter.snapshot.storage, LocalStorage)
         if not pays(tasks, workers=workers, local=local):
             return None
-        if self.processes is not None and self.processes.cancelled:  # a cancelled pool is not reused
+        if self.processes is not None and (self.processes.cancelled or self.processes.released):  # not reused
             self.processes.close()
             self.processes = None
         if self.processes is None:
             self.processes = BinProcesses(workers)
         return self.processes
+
+    def release(self) -> None:
+        """The run's last batch has run: its worker processes end while the driver commits (``close`` joins them)."""
+        if self.processes is not None:
+            self.processes.release()
 
     def close(self) -> None:
         """End the run's worker processes, joining every one (nothing of the run outlives this)."""

@@ -115,11 +115,12 @@ class OptimizeExecutor:
         runner = self._runner(rewriter, group, progress)
         run = _Run()
         try:
-            for batch in plan.batches:
+            for i, batch in enumerate(plan.batches):
                 if runner.out_of_time():
                     runner.left.extend(batch)
                     continue
-                self._run_batch(order_bins(batch, self.config.order), runner, rewriter, run)
+                last = i == len(plan.batches) - 1
+                self._run_batch(order_bins(batch, self.config.order), runner, rewriter, run, last=last)
         finally:
             runner.close()  # the bins' worker processes, if any, end before their files are deleted
             rewriter.discard_uncommitted()  # failed, cancelled or dropped bins; nothing committed is in here
@@ -138,7 +139,9 @@ class OptimizeExecutor:
             on_done=progress.advance,
         )
 
-    def _run_batch(self, batch: Sequence[Bin], runner: BinRunner, rewriter: BinRewriter, run: _Run) -> None:
+    def _run_batch(
+        self, batch: Sequence[Bin], runner: BinRunner, rewriter: BinRewriter, run: _Run, *, last: bool
+    ) -> None:
         pending: list[BinResult] = []
         last_commit = time.monotonic()
         for result in runner.run(batch):
@@ -146,6 +149,8 @@ class OptimizeExecutor:
             if self._commit_due(len(pending), last_commit):
                 self._commit(pending, rewriter, run)
                 pending, last_commit = [], time.monotonic()
+        if last:
+            runner.release()  # no bins follow: the worker processes end during the commit, not after it
         if pending:
             self._commit(pending, rewriter, run)
 
