@@ -165,8 +165,8 @@ def _repetitive(column: Any, pc: Any) -> bool:
 
     Ids, uuids and measures are the usual columns, and each is unique in any sample: when the first
     ``_PROBE_ROWS`` values are all distinct (valid and different) it is judged unique without hashing the
-    rest, 0.4-1.0 ms a column of a 10,000-row sample (docs/performance.md, "Issue 45, the last serial
-    work"). A column repetitive there (or with nulls) is counted over the whole sample as before.
+    rest, 0.4-1.0 ms a column of a 10,000-row sample (docs/performance.md, "Issue 45, the bins' floor and
+    the last serial work"). A column repetitive there (or with nulls) is counted over the whole sample as before.
     """
     n = len(column)
     if n == 0:
