@@ -283,14 +283,21 @@ class BinProcesses:
         try:
             self.released = True
             for worker in self._live:
-                if worker.task is None and not worker.told_to_end:
-                    worker.told_to_end = True
-                    try:
-                        worker.conn.send(None)
-                    except OSError:  # it ended already: close joins it
-                        pass
+                if worker.task is None:
+                    self._tell_to_end(worker)
         finally:
             self._running.release()
+
+    @staticmethod
+    def _tell_to_end(worker: _Worker) -> None:
+        """Ask an idle process to end, once (``close`` joins it)."""
+        if worker.told_to_end:
+            return
+        worker.told_to_end = True
+        try:
+            worker.conn.send(None)
+        except OSError:  # it ended already
+            pass
 
     def close(self) -> None:
         """Join every process: idle ones end at once when asked, any other is killed. Never returns with a
@@ -302,11 +309,8 @@ class BinProcesses:
         if self._running.acquire(timeout=STUCK_SECONDS + 2 * _JOIN_SECONDS):  # a run in another thread ends first
             self._running.release()
         for worker in list(self._live):
-            if worker.task is None and not worker.told_to_end:
-                try:
-                    worker.conn.send(None)
-                except OSError:
-                    pass
+            if worker.task is None:
+                self._tell_to_end(worker)
         until = time.monotonic() + _JOIN_SECONDS
         for worker in list(self._live):
             worker.process.join(max(0.0, until - time.monotonic()))

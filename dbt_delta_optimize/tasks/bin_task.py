@@ -141,7 +141,6 @@ def _dictionary(buffered: list[Any], target: Any) -> list[str] | bool:
     rows are joined for the sample, not every buffered one.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if not buffered or any(pa.types.is_nested(f.type) for f in target):
         return True
@@ -153,14 +152,14 @@ def _dictionary(buffered: list[Any], target: Any) -> list[str] | bool:
             break
     # contiguous: count_distinct over one chunk a column, not over each small file's (1 ms of a 6 ms choice)
     sample = pa.concat_tables(head).slice(0, _SAMPLE_ROWS).combine_chunks()
-    return [field.name for field in target if _repetitive(sample.column(field.name), pc)]
+    return [field.name for field in target if _repetitive(sample.column(field.name))]
 
 
 #: Rows of the sample a column is probed on first: all of them distinct there says "unique" at a fifth of the cost.
 _PROBE_ROWS = 2_000
 
 
-def _repetitive(column: Any, pc: Any) -> bool:
+def _repetitive(column: Any) -> bool:
     """Whether a sample column has few enough distinct values to be worth a dictionary.
 
     Ids, uuids and measures are the usual columns, and each is unique in any sample: when the first
@@ -168,6 +167,8 @@ def _repetitive(column: Any, pc: Any) -> bool:
     rest, 0.4-1.0 ms a column of a 10,000-row sample (docs/performance.md, "Issue 45, the bins' floor and
     the last serial work"). A column repetitive there (or with nulls) is counted over the whole sample as before.
     """
+    import pyarrow.compute as pc
+
     n = len(column)
     if n == 0:
         return True
