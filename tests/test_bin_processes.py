@@ -119,6 +119,25 @@ def tasks(spark, small_files, tmp_path, monkeypatch):
     return captured
 
 
+def _bins(files: int, size: int, per_bin: int = 100) -> list:
+    """Bins of ``files`` inputs of ``size`` bytes each (``pays`` reads only their inputs' sizes)."""
+    from types import SimpleNamespace
+
+    inputs = [SimpleNamespace(size=size) for _ in range(files)]
+    return [SimpleNamespace(inputs=inputs[i : i + per_bin]) for i in range(0, files, per_bin)]
+
+
+def test_processes_pay_for_many_files_up_to_256_kb():
+    """The benchmark shapes that processes won (docs/performance.md): 5.5, 40, 57 and 200 KB files, 1,000 or more."""
+    for files, size in ((5000, 5_500), (1212, 40_000), (2000, 57_000), (1000, 200_000)):
+        assert bin_processes.pays(_bins(files, size), workers=2, local=True), (files, size)
+    assert not bin_processes.pays(_bins(1000, 300 * 1024), workers=2, local=True)  # large files: threads
+    assert not bin_processes.pays(_bins(999, 5_500), workers=2, local=True)  # too few files for a process
+    assert not bin_processes.pays(_bins(2000, 57_000), workers=2, local=False)  # an object store: threads
+    assert not bin_processes.pays(_bins(2000, 57_000), workers=1, local=True)
+    assert not bin_processes.pays(_bins(2000, 57_000, per_bin=2000), workers=2, local=True)  # one bin
+
+
 def _run_pool(pool, tasks) -> tuple[list, BaseException | None]:
     outcomes: list = []
     return outcomes, pool.run(tasks, outcomes.append)

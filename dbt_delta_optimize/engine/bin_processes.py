@@ -42,10 +42,12 @@ log = logging.getLogger(__name__)
 
 #: Processes pay when a batch's inputs are many small files: at least this many ...
 MIN_FILES = 1000
-#: ... of at most this many bytes on average (the lock handoffs per file outweigh a process's cost). Measured on
-#: a quiet 2-core machine, processes against threads: 5,000 files of 5.5 KB 0.93 against 1.15 s; 1,212 of 40 KB
-#: 0.46 against 0.42 s, and 2,000 of 57 KB 0.86 against 0.81 s (docs/performance.md).
-MAX_MEAN_FILE_BYTES = 16 * 1024
+#: ... of at most this many bytes on average (the GIL handoffs per file outweigh a process's cost). Measured on
+#: this 2-core machine, processes against threads in one warm session, alternating, medians of 11 rounds:
+#: 2,000 files of 57 KB 0.91 against 1.02 s, 1,212 of 40 KB 0.51 against 0.57 s, 1,000 of 200 KB 1.30 against
+#: 1.44 s (docs/performance.md, "Issue 45, processes for small files too"). Larger files spend their time in
+#: pyarrow, outside the GIL, where threads do as well.
+MAX_MEAN_FILE_BYTES = 256 * 1024
 #: How long a cancelled bin gets to stop before its process is killed.
 STUCK_SECONDS = 10.0
 #: How long a process that was asked to end (or killed) is waited for.
