@@ -19,6 +19,8 @@ import os
 import pickle
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -127,15 +129,60 @@ def _bins(files: int, size: int, per_bin: int = 100) -> list:
     return [SimpleNamespace(inputs=inputs[i : i + per_bin]) for i in range(0, files, per_bin)]
 
 
-def test_processes_pay_for_many_files_up_to_256_kb():
-    """The benchmark shapes that processes won (docs/performance.md): 5.5, 40, 57 and 200 KB files, 1,000 or more."""
+def test_processes_pay_for_many_files_up_to_256_kb_once_the_fork_server_runs():
+    """The benchmark shapes (docs/performance.md): with the fork server up, processes won at 5.5, 40, 57 and
+    200 KB; while it must start (0.6 s of imports), only at 5.5 KB."""
     for files, size in ((5000, 5_500), (1212, 40_000), (2000, 57_000), (1000, 200_000)):
-        assert bin_processes.pays(_bins(files, size), workers=2, local=True), (files, size)
-    assert not bin_processes.pays(_bins(1000, 300 * 1024), workers=2, local=True)  # large files: threads
+        assert bin_processes.pays(_bins(files, size), workers=2, local=True, warm=True), (files, size)
+        assert bin_processes.pays(_bins(files, size), workers=2, local=True, warm=False) == (size < 16_384)
+    assert not bin_processes.pays(_bins(1000, 300 * 1024), workers=2, local=True, warm=True)  # large: threads
     assert not bin_processes.pays(_bins(999, 5_500), workers=2, local=True)  # too few files for a process
-    assert not bin_processes.pays(_bins(2000, 57_000), workers=2, local=False)  # an object store: threads
-    assert not bin_processes.pays(_bins(2000, 57_000), workers=1, local=True)
-    assert not bin_processes.pays(_bins(2000, 57_000, per_bin=2000), workers=2, local=True)  # one bin
+    assert not bin_processes.pays(_bins(2000, 5_500), workers=2, local=False)  # an object store: threads
+    assert not bin_processes.pays(_bins(2000, 5_500), workers=1, local=True)
+    assert not bin_processes.pays(_bins(2000, 5_500, per_bin=2000), workers=2, local=True)  # one bin
+
+
+def test_start_fork_server_starts_it_without_waiting_for_its_imports():
+    """In a fresh process (no fork server yet): it returns at once, and a worker then forks from it."""
+    code = (
+        "import time\n"
+        "from dbt_delta_optimize.engine import bin_processes as bp\n"
+        "assert not bp.fork_server_running()\n"
+        "t = time.monotonic(); bp.start_fork_server(); took = time.monotonic() - t\n"
+        "assert bp.fork_server_running()\n"
+        "pool = bp.BinProcesses(2); w = pool._start(); pool.close()\n"
+        "print(round(took, 3), w.process.exitcode)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    took, exitcode = out.stdout.split()
+    assert float(took) < 0.3, "it waited for the fork server's imports (0.6 s)"
+    assert exitcode == "0"
+
+
+def test_a_run_on_threads_starts_the_fork_server_for_the_next(spark, small_files, tmp_path, monkeypatch, caplog):
+    """A real run whose bins processes would win with the server up, but which finds it down, runs its bins on
+    threads and starts the server as it ends; with the server up, the same bins run in processes."""
+    src, expected = small_files
+    started: list[bool] = []
+    for running, dst in ((False, "cold"), (True, "warm")):
+        shutil.copytree(src, str(tmp_path / dst))
+        monkeypatch.setattr(bin_processes, "MIN_FILES", 10)
+        monkeypatch.setattr(bin_processes, "COLD_MAX_MEAN_FILE_BYTES", 1)  # cold: never pays here
+        monkeypatch.setattr(bin_processes, "fork_server_running", lambda running=running: running)
+        monkeypatch.setattr(bin_runner, "fork_server_running", lambda running=running: running)
+        monkeypatch.setattr(bin_runner, "start_fork_server", lambda running=running: started.append(running))
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="dbt_delta_optimize.engine.bin_rewriter"):
+            m = optimize(spark, str(tmp_path / dst))
+        monkeypatch.undo()
+        assert m.num_files_removed == 180
+        pids = {int(r.args[4]) for r in caplog.records if r.msg.startswith("bin %s rewritten in")}
+        if running:
+            assert pids and os.getpid() not in pids, "the bins did not run in worker processes"
+        else:
+            assert pids == {os.getpid()}, "a cold fork server was waited for"
+        assert_same_rows(spark, str(tmp_path / dst), expected)
+    assert started == [False], "the cold run did not start the fork server (or the warm run started it again)"
 
 
 def _run_pool(pool, tasks) -> tuple[list, BaseException | None]:

@@ -36,18 +36,31 @@ from typing import Any
 
 from ..tasks.messages import BinTask, Failed, Outcome, Task
 
-__all__ = ["MAX_MEAN_FILE_BYTES", "MIN_FILES", "STUCK_SECONDS", "BinProcesses", "pays"]
+__all__ = [
+    "COLD_MAX_MEAN_FILE_BYTES",
+    "MAX_MEAN_FILE_BYTES",
+    "MIN_FILES",
+    "STUCK_SECONDS",
+    "BinProcesses",
+    "fork_server_running",
+    "pays",
+    "start_fork_server",
+]
 
 log = logging.getLogger(__name__)
 
 #: Processes pay when a batch's inputs are many small files: at least this many ...
 MIN_FILES = 1000
-#: ... of at most this many bytes on average (the GIL handoffs per file outweigh a process's cost). Measured on
-#: this 2-core machine, processes against threads in one warm session, alternating, medians of 11 rounds:
-#: 2,000 files of 57 KB 0.91 against 1.02 s, 1,212 of 40 KB 0.51 against 0.57 s, 1,000 of 200 KB 1.30 against
-#: 1.44 s (docs/performance.md, "Issue 45, processes for small files too"). Larger files spend their time in
-#: pyarrow, outside the GIL, where threads do as well.
+#: ... of at most this many bytes on average, once this process's fork server runs (the GIL handoffs per file
+#: outweigh a fork). Measured on this 2-core machine, processes against threads in one warm session,
+#: alternating, medians of 11 rounds: 2,000 files of 57 KB 0.91 against 1.02 s, 1,212 of 40 KB 0.51 against
+#: 0.57 s, 1,000 of 200 KB 1.30 against 1.44 s (docs/performance.md, "Issue 45, processes for small files
+#: too"). Larger files spend their time in pyarrow, outside the GIL, where threads do as well.
 MAX_MEAN_FILE_BYTES = 256 * 1024
+#: ... or of at most this many while the fork server must start first: its imports take 0.6 s, which only the
+#: tiniest files win back in one run (a fresh process: 5,000 files of 5.5 KB 1.60 s against 1.90 s on threads,
+#: 1,212 of 40 KB 1.11-1.45 s against 0.76-0.87 s).
+COLD_MAX_MEAN_FILE_BYTES = 16 * 1024
 #: How long a cancelled bin gets to stop before its process is killed.
 STUCK_SECONDS = 10.0
 #: How long a process that was asked to end (or killed) is waited for.
@@ -111,14 +124,29 @@ def _supported() -> bool:
     return (3, 10) <= sys.version_info[:2] <= (3, 13) and "forkserver" in multiprocessing.get_all_start_methods()
 
 
-def pays(tasks: Sequence[BinTask], *, workers: int, local: bool) -> bool:
+def pays(tasks: Sequence[BinTask], *, workers: int, local: bool, warm: bool | None = None) -> bool:
     """Whether a batch's bins should run in worker processes: a local table, two or more workers and bins,
-    and many small input files (else the driver's threads do as well without a process to fork)."""
+    and many small input files (else the driver's threads do as well without a process to fork). ``warm``:
+    whether the fork server runs already (by default, whether it does now)."""
     if not local or workers < 2 or len(tasks) < 2 or (os.cpu_count() or 1) < 2 or not _supported():
         return False
     files = sum(len(t.inputs) for t in tasks)
     size = sum(f.size for t in tasks for f in t.inputs)
-    return files >= MIN_FILES and size <= MAX_MEAN_FILE_BYTES * files
+    warm = fork_server_running() if warm is None else warm
+    return files >= MIN_FILES and size <= (MAX_MEAN_FILE_BYTES if warm else COLD_MAX_MEAN_FILE_BYTES) * files
+
+
+def fork_server_running() -> bool:
+    """Whether this process has started its fork server (a run's workers then fork in 3-8 ms each)."""
+    return getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
+
+
+def start_fork_server() -> None:
+    """Start the fork server without waiting for its imports, so that a later run of this process finds it
+    up: a run whose bins would have paid for processes with a running server calls this as it ends."""
+    if _supported():
+        forkserver.set_forkserver_preload(_PRELOAD)
+        forkserver.ensure_running()
 
 
 class _Worker:

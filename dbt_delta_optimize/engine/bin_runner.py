@@ -25,7 +25,7 @@ from ..delta.storage import LocalStorage
 from ..errors import DataFileError, DeltaOptimizeError, StorageAccessError
 from ..plan.planner import Bin
 from ..tasks.messages import BinTask, Failed, Fallback, NotStarted, Rewritten
-from .bin_processes import BinProcesses, pays
+from .bin_processes import BinProcesses, fork_server_running, pays, start_fork_server
 from .bin_rewriter import BinResult, BinRewriter
 from .data_files import diagnose_inputs
 from .gc_pause import collector_paused
@@ -74,6 +74,8 @@ class BinRunner:
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
     #: the run's worker processes for the driver's bins, made by the first batch they pay for (``close`` ends them)
     processes: BinProcesses | None = None
+    #: a batch ran on threads that processes would have won with the fork server up: ``close`` starts it
+    wants_fork_server: bool = False
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -88,6 +90,7 @@ class BinRunner:
         workers = min(self.max_threads, self.engine.driver_threads, len(tasks))
         local = isinstance(self.rewriter.snapshot.storage, LocalStorage)
         if not pays(tasks, workers=workers, local=local):
+            self.wants_fork_server = self.wants_fork_server or pays(tasks, workers=workers, local=local, warm=True)
             return None
         if self.processes is not None and (self.processes.cancelled or self.processes.released):  # not reused
             self.processes.close()
@@ -105,6 +108,8 @@ class BinRunner:
         """End the run's worker processes, joining every one (nothing of the run outlives this)."""
         if self.processes is not None:
             self.processes.close()
+        if self.wants_fork_server and not fork_server_running():
+            start_fork_server()
 
     def run(self, bins: Sequence[Bin]) -> Iterator[BinResult]:
         """Yield each bin's result as it finishes (the caller may commit between results)."""
