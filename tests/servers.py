@@ -233,13 +233,17 @@ class StandaloneCluster:
 
 
 def _alive_workers(ui: str) -> int:
+    """Workers the master's UI lists as ALIVE; 0 while it cannot say (not listening yet, or, while the
+    master starts, an empty body: a JSONDecodeError failed the whole standalone fixture once in CI)."""
     import json
 
     try:
         state = json.loads(urllib.request.urlopen(f"{ui}/json/", timeout=2).read())
-    except OSError:
+    except (OSError, ValueError):
         return 0
-    return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+    if not isinstance(state, dict):
+        return 0
+    return sum(1 for w in state.get("workers", []) if isinstance(w, dict) and w.get("state") == "ALIVE")
 
 
 @contextmanager
