@@ -149,3 +149,56 @@ def test_numpy_stays_importable_wherever_a_vacuum_may_use_spark(monkeypatch):
     assert not _without_spark("/data/t", "spark")
     monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
     assert not _without_spark("/data/t", "auto")
+
+
+#: pyarrow conversions that import pandas on first use when it is installed (a type to infer, a Python number).
+CONVERSIONS = """
+import sys
+import pyarrow as pa, pyarrow.compute as pc
+from dbt_delta_optimize import no_pandas
+refused = no_pandas.block() if sys.argv[1] == "block" else False
+pa.array([{"a": 1}]); pa.scalar(1); pc.not_equal(pa.array([1, 2]), 1)
+before = "pandas" in sys.modules
+no_pandas.unblock()
+import pandas as pd
+kept = pa.array(pd.Series(pd.to_datetime(["2020-01-01T00:00:00.000000001"]))).type
+print(refused, before, kept)
+"""
+
+
+@pytest.mark.parametrize("mode", ["block", "none"])
+def test_pyarrow_converts_without_pandas_once_refused_and_keeps_its_integration_after(mode):
+    """``no_pandas.block``: pyarrow's conversions no longer import pandas; ``unblock`` gives pyarrow its pandas
+    integration back (a pandas Series of nanoseconds stays nanoseconds). Without the block they import it."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    r = subprocess.run([sys.executable, "-c", CONVERSIONS, mode], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    blocked = mode == "block"
+    assert r.stdout.split() == [str(blocked), str(not blocked), "timestamp[ns]"]
+
+
+def test_a_fresh_optimize_imports_pandas_neither_in_its_process_nor_in_its_fork_server(tmp_path):
+    """The console script's OPTIMIZE of a local table starts the bin workers' fork server early and imports
+    pandas in neither process (``-X importtime`` is inherited by the server: both report on stderr), and the
+    table keeps its rows, as deltalake reads them."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    path = str(tmp_path / "t")
+    for i in range(4):
+        write_deltalake(path, pa.table({"id": [i, i + 10], "p": ["a", "b"]}), partition_by=["p"], mode="append")
+    expected = sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    argv = [sys.executable, "-X", "importtime", "-c", PROBE, "optimize", path, "--json"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    *out, last = r.stdout.strip().splitlines()
+    assert json.loads(last)["code"] == 0
+    assert json.loads("\n".join(out))["numFilesRemoved"] == 8
+    imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert "dbt_delta_optimize.engine.fork_server_init" in imported  # the server started, and reported
+    assert "pandas" not in json.loads(last)["modules"]
+    assert not {m for m in imported if m.startswith("pandas.")}, "pandas was imported"
+    table = DeltaTable(path)
+    assert len(table.file_uris()) == 2
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == expected

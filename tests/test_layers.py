@@ -95,6 +95,7 @@ RANK = {
     "_version": 0,
     "errors": 0,
     "process_exit": 0,
+    "no_pandas": 0,
     "options": 1,
     "delta": 2,
     "plan": 3,

@@ -13,6 +13,7 @@ from typing import NoReturn
 
 import click
 
+from ..no_pandas import block as block_pandas
 from ..process_exit import exit_process, status_of
 from .common import (
     EXIT_CODES_HELP,
@@ -95,6 +96,7 @@ def jars(as_json: bool) -> None:
 def main(argv: list[str] | None = None) -> NoReturn:
     """The console script's entry point: run the command, then end the process with its exit code."""
     owns_process(True)
+    block_pandas()  # our own process: pyarrow's conversions need no pandas (no_pandas)
     try:
         cli.main(args=argv, prog_name="dbt-delta-optimize")
         code = 0

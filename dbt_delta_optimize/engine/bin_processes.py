@@ -57,7 +57,8 @@ MIN_FILES = 1000
 #: 0.57 s, 1,000 of 200 KB 1.30 against 1.44 s (docs/performance.md, "Issue 45, processes for small files
 #: too"). Larger files spend their time in pyarrow, outside the GIL, where threads do as well.
 MAX_MEAN_FILE_BYTES = 256 * 1024
-#: ... or of at most this many while the fork server must start first: its imports take 0.6 s, which only the
+#: ... or of at most this many while the fork server must start first: its imports took 0.6 s (0.3 s without
+#: pandas, ``engine.fork_server_init``), which only the
 #: tiniest files win back in one run (a fresh process: 5,000 files of 5.5 KB 1.60 s against 1.90 s on threads,
 #: 1,212 of 40 KB 1.11-1.45 s against 0.76-0.87 s).
 COLD_MAX_MEAN_FILE_BYTES = 16 * 1024
@@ -69,6 +70,7 @@ _JOIN_SECONDS = 5.0
 _POLL_SECONDS = 0.05
 #: What the fork server imports once, so that a forked worker starts with them loaded.
 _PRELOAD = [
+    "dbt_delta_optimize.engine.fork_server_init",  # first: pandas refused (pyarrow's conversions would import it)
     "pyarrow",
     "pyarrow.parquet",
     "pyarrow.compute",
@@ -78,9 +80,6 @@ _PRELOAD = [
     "dbt_delta_optimize.inspect.stats",
     "dbt_delta_optimize.inspect.stats_footer",
     "dbt_delta_optimize.delta.deletion_vectors",
-    "pandas",  # pyarrow imports it on a bin's first array conversion: 0.3-0.5 s in every fresh process
-    "pyarrow.pandas_compat",  # ... and these two with it: 10-70 ms of each worker's first bin, every run
-    "pyarrow.vendored.version",
     "zoneinfo",
     "encodings.utf_16_le",
 ]

@@ -105,7 +105,8 @@ class BinRunner:
             self.processes.release()
 
     def close(self) -> None:
-        """End the run's worker processes, joining every one (nothing of the run outlives this)."""
+        """End the run's worker processes, joining every one: nothing of the run outlives this. The fork server
+        they forked from is the process's: started here when a later run would use it (``wants_fork_server``)."""
         if self.processes is not None:
             self.processes.close()
         if self.wants_fork_server and not fork_server_running():

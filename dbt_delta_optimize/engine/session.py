@@ -22,6 +22,7 @@ from ..errors import (
     SparkStartError,
     TableNotFoundError,
 )
+from ..no_pandas import unblock as unblock_pandas
 from .jars import DELTA_JVM_VERSION, cached_jars, default_home, delta_artifact, resolve_jars
 
 if TYPE_CHECKING:
@@ -224,6 +225,7 @@ def get_spark(
     url = remote or os.environ.get(REMOTE_ENV)
     if url:
         return connect_session(url)
+    unblock_pandas()  # the CLI refused pandas to its process: Spark needs it
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -308,6 +310,7 @@ def connect_session(url: str) -> SparkSession:
             f"'{url}' is not a Spark Connect address: write sc://host:port (as in --remote or SPARK_REMOTE)."
         )
     _check_reachable(url)
+    unblock_pandas()  # the CLI refused pandas to its process: the Connect client needs it
     try:
         import pyspark.sql.connect.session  # noqa: F401 - checks the client's packages (grpcio, ...)
     except ImportError as exc:

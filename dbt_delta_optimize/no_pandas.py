@@ -1,0 +1,68 @@
+"""pyarrow without pandas, in the processes this package owns: the CLI's and the bin workers'.
+
+pyarrow imports pandas, when it is installed, the first time it converts Python values (``pa.array`` of a list,
+``pa.scalar``, a compute function given a Python number). pandas comes with us (Spark's ``mapInArrow`` needs
+it) and its import takes 0.2-0.3 s: in a fresh ``optimize`` of 5,000 tiny files it was paid twice, in the
+driver and in the fork server the bin workers fork from (docs/performance.md, "Issue 45, a fresh process
+without pandas"). Nothing of ours hands pyarrow a pandas object, so ``block`` refuses pandas to the process;
+pyarrow then goes on without its pandas integration. Starting a Spark session lifts the refusal
+(``engine.session`` calls ``unblock``: PySpark needs pandas).
+
+Only in processes we own: in a user's session pyarrow, once refused, would take a pandas Series for a plain
+sequence until something imports pandas through it again.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+
+__all__ = ["block", "blocked", "unblock"]
+
+
+class _Refusal:
+    """A finder first on ``sys.meta_path`` that refuses pandas and nothing else."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname == "pandas" or fullname.startswith("pandas."):
+            message = f"No module named {fullname!r} in this process (dbt_delta_optimize.no_pandas)"
+            raise ModuleNotFoundError(message, name=fullname)
+        return None
+
+
+_REFUSAL = _Refusal()
+
+
+def block() -> bool:
+    """Refuse pandas to this process from now on; False (nothing done) when it, or PySpark, is imported already."""
+    if "pandas" in sys.modules or "pyspark" in sys.modules:
+        return False
+    if _REFUSAL not in sys.meta_path:
+        sys.meta_path.insert(0, _REFUSAL)
+    return True
+
+
+def blocked() -> bool:
+    return _REFUSAL in sys.meta_path
+
+
+def unblock() -> None:
+    """Let pandas be imported again. pyarrow, which found none meanwhile, would otherwise miss pandas objects
+    until something imports pandas through it: that is done here, once, if pyarrow is imported."""
+    if not blocked():
+        return
+    while _REFUSAL in sys.meta_path:
+        sys.meta_path.remove(_REFUSAL)
+    lib = sys.modules.get("pyarrow.lib")
+    if lib is not None:
+        try:
+            lib._pandas_api.pd  # noqa: B018 - imports pandas (its integration's own retry)
+        except Exception:  # pandas not installed: pyarrow has no integration to restore
+            pass
