@@ -11,19 +11,21 @@ later calls read the cache without the network. No Ivy, no ``spark.jars.packages
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import tempfile
-import urllib.error
-import urllib.request
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from importlib import metadata
+from typing import TYPE_CHECKING
 
 from ..errors import DeltaOptimizeError, StorageAccessError
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+
+# Every run imports this module (the session's settings name the jars); only a resolution that downloads needs
+# urllib, hashlib, tempfile and xml, and only a new session the installed pyspark's metadata: those are imported
+# where used (about 25 ms of a fresh process's start, docs/performance.md, "Issue 45, a fresh process without pandas").
 
 __all__ = [
     "DELTA_JVM_VERSION",
@@ -86,6 +88,8 @@ def default_home() -> str:
 
 def spark_binary_version() -> str:
     """The installed pyspark's major.minor (read from its metadata: pyspark is not imported)."""
+    from importlib import metadata
+
     return ".".join(metadata.version("pyspark").split(".")[:2])
 
 
@@ -121,6 +125,9 @@ def _repo() -> str:
 
 def _open(url: str, timeout: float) -> Iterator[bytes]:
     """The body of ``url`` in chunks; a missing file is FileNotFoundError, anything else StorageAccessError."""
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             while chunk := resp.read(1 << 20):
@@ -164,6 +171,8 @@ def _published_digest(url: str, timeout: float) -> tuple[str, str]:
 
 def _download_pom(art: Artifact, timeout: float) -> bytes:
     url = f"{_repo()}/{art.path('pom')}"
+    import hashlib
+
     body = _read(url, timeout)
     algo, want = _published_digest(url, timeout)
     if hashlib.new(algo, body).hexdigest() != want:
@@ -173,6 +182,9 @@ def _download_pom(art: Artifact, timeout: float) -> bytes:
 
 def _download_jar(art: Artifact, folder: str, timeout: float) -> tuple[str, int, str]:
     """Download one jar into ``folder`` through a temporary file; (file name, size, sha256) once verified."""
+    import hashlib
+    import tempfile
+
     url = f"{_repo()}/{art.path('jar')}"
     pinned = PINNED_SHA256.get(art.coordinate)
     algo, want = ("sha256", pinned) if pinned else _published_digest(url, timeout)
@@ -209,6 +221,8 @@ def _substitute(value: str, props: Mapping[str, str]) -> str:
 
 def pom_dependencies(pom: bytes, art: Artifact) -> list[Artifact]:
     """The ``io.delta`` compile/runtime dependencies a POM declares (test, provided and optional ones are not)."""
+    import xml.etree.ElementTree as ET
+
     root = ET.fromstring(pom)
     props = {"project.version": art.version, "project.groupId": art.group}
     for prop in root.findall("m:properties/*", _NS):
@@ -254,6 +268,8 @@ def resolve_jars(*, home: str | None = None, spark_version: str | None = None, t
         name, size, digest = _download_jar(art, folder, timeout)
         entries.append({"coordinate": art.coordinate, "file": name, "size": size, "sha256": digest})
     manifest = {"root": root.coordinate, "repository": _repo(), "jars": entries}
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=folder)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(manifest, fh, indent=2)
