@@ -8,7 +8,6 @@ through the same checks as the run, so a dry run refuses what the run would refu
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, cast
 
@@ -41,7 +40,12 @@ def _start_workers_early(table: str, options: OptimizeOptions) -> None:
     fork from now, while the log is read and the bins are planned. Its imports take about 0.3 s, which the
     rewrite would otherwise wait for (docs/performance.md, "Issue 45, a fresh process without pandas"). The
     server is the process's: a run whose bins do not pay for processes leaves it idle."""
-    if not owns_process() or options.task_runner not in (None, "auto") or "://" in table or not os.path.isdir(table):
+    from ..delta.storage import LocalStorage, storage_of
+    from ..engine.session import is_path
+
+    if not owns_process() or options.task_runner not in (None, "auto") or not is_path(table):
+        return
+    if not isinstance(storage_of(table), LocalStorage):  # processes are for local tables only (``pays``)
         return
     from ..engine.bin_processes import start_fork_server
 

@@ -170,9 +170,9 @@ def _published_digest(url: str, timeout: float) -> tuple[str, str]:
 
 
 def _download_pom(art: Artifact, timeout: float) -> bytes:
-    url = f"{_repo()}/{art.path('pom')}"
     import hashlib
 
+    url = f"{_repo()}/{art.path('pom')}"
     body = _read(url, timeout)
     algo, want = _published_digest(url, timeout)
     if hashlib.new(algo, body).hexdigest() != want:
