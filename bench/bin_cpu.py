@@ -49,7 +49,7 @@ def capture(folder: str) -> None:
         return run_task(task, stop)
 
     worker.run_task = keep  # the task runner looks it up at each bin
-    metrics = optimize(spark, table)
+    metrics = optimize(spark, table, task_runner="driver")  # threads: worker processes would not see the hook
     with open(os.path.join(folder, "tasks.json"), "w") as fh:
         json.dump(captured, fh)
     print(f"{metrics.num_files_removed} -> {metrics.num_files_added} files, {len(captured)} tasks saved")

@@ -20,9 +20,11 @@ NEVER_IN_VACUUM = ("pyarrow.compute", "pandas", "jinja2", "sqlglot", "deltalake"
 NOT_FOR_A_JSON_LOG = ("numpy", "pyarrow")
 
 PROBE = """
-import json, sys
+import json, os, sys
 import dbt_delta_optimize.cli.main as m
-m.exit_process = lambda code: print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+m.exit_process = lambda code: print(
+    json.dumps({"code": code, "modules": sorted(sys.modules), "blas": os.environ.get("OPENBLAS_NUM_THREADS")})
+)
 m.main(sys.argv[1:])
 """
 
@@ -177,10 +179,10 @@ def test_pyarrow_converts_without_pandas_once_refused_and_keeps_its_integration_
     assert r.stdout.split() == [str(blocked), str(not blocked), "timestamp[ns]"]
 
 
-def test_a_fresh_optimize_imports_pandas_neither_in_its_process_nor_in_its_fork_server(tmp_path):
-    """The console script's OPTIMIZE of a local table starts the bin workers' fork server early and imports
-    pandas in neither process (``-X importtime`` is inherited by the server: both report on stderr), and the
-    table keeps its rows, as deltalake reads them."""
+def test_a_fresh_optimize_imports_neither_pandas_nor_deltalake(tmp_path):
+    """The console script's OPTIMIZE of a local table starts the bin workers' fork server early, imports pandas
+    in neither process (``-X importtime`` is inherited by the server: both report on stderr), reads the log
+    without deltalake, keeps OpenBLAS to one thread, and the table keeps its rows, as deltalake reads them."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
@@ -189,6 +191,7 @@ def test_a_fresh_optimize_imports_pandas_neither_in_its_process_nor_in_its_fork_
         write_deltalake(path, pa.table({"id": [i, i + 10], "p": ["a", "b"]}), partition_by=["p"], mode="append")
     expected = sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env.pop("OPENBLAS_NUM_THREADS", None)
     argv = [sys.executable, "-X", "importtime", "-c", PROBE, "optimize", path, "--json"]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -199,8 +202,38 @@ def test_a_fresh_optimize_imports_pandas_neither_in_its_process_nor_in_its_fork_
     assert "dbt_delta_optimize.engine.fork_server_init" in imported  # the server started, and reported
     modules = set(json.loads(last)["modules"])
     assert "pandas" not in modules
+    assert "deltalake" not in modules  # the log read by our own replay alone (snapshot.LEAN_REPLAY_ROWS)
+    assert json.loads(last)["blas"] == "1"  # set before numpy loads, and inherited by the fork server
     assert not modules & {"urllib.request", "http.client", "xml.etree.ElementTree"}  # the jars' download only
     assert not {m for m in imported if m.startswith("pandas.")}, "pandas was imported"
     table = DeltaTable(path)
     assert len(table.file_uris()) == 2
     assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == expected
+
+
+BLAS_THREADS = """
+import os, sys
+if sys.argv[1] == "cli":
+    from dbt_delta_optimize.cli.main import _one_blas_thread
+    _one_blas_thread()
+import numpy
+print(len(os.listdir("/proc/self/task")))
+"""
+
+
+def test_the_console_script_keeps_numpy_to_one_blas_thread():
+    """numpy's OpenBLAS starts a thread per core as it loads; the console script's setting keeps it to none
+    beside the main thread, and a user's own setting wins."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = os.getcwd()
+
+    def threads(mode: str, **extra: str) -> int:
+        r = subprocess.run(
+            [sys.executable, "-c", BLAS_THREADS, mode], capture_output=True, text=True, timeout=60, env={**env, **extra}
+        )
+        assert r.returncode == 0, r.stderr
+        return int(r.stdout)
+
+    assert threads("cli") == 1
+    assert threads("plain") == (os.cpu_count() or 1)  # what it saves: one thread per further core
+    assert threads("cli", OPENBLAS_NUM_THREADS="2") == min(2, os.cpu_count() or 1)

@@ -27,6 +27,9 @@ from plan_scale import build
 
 FILES, PARTITIONS = 3_000, 7
 
+#: ``LEAN_REPLAY_ROWS`` above every table: deltalake's path (a local table's default is our own replay).
+DELTALAKES_PATH = 2**62
+
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory) -> str:
@@ -50,6 +53,7 @@ def _columns(snap) -> dict:
 
 
 def test_the_snapshot_is_the_same_whether_or_not_deltalakes_table_is_let_go(table, monkeypatch):
+    monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", DELTALAKES_PATH)
     kept = load_snapshot(table)
     assert kept.delta_table is not None  # 2,500 files: under the threshold
     monkeypatch.setattr(snapshot_module, "RELEASE_DELTA_TABLE_FILES", 1)
@@ -97,6 +101,7 @@ def test_our_own_replay_gives_deltalakes_snapshot_of_a_large_table(table, monkey
     (deltalake never loads the table); they equal deltalake's."""
     import json
 
+    monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", DELTALAKES_PATH)
     checked = load_snapshot(table)
     assert checked.delta_table is not None
     monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", 1)
@@ -123,6 +128,7 @@ def test_a_lean_snapshot_holds_four_fields_and_reads_the_rest_on_demand(table, m
     from dbt_delta_optimize.plan.config import OptimizeConfig
     from dbt_delta_optimize.plan.predicate import select_partitions
 
+    monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", DELTALAKES_PATH)
     checked = load_snapshot(table)
     monkeypatch.setattr(snapshot_module, "LEAN_REPLAY_ROWS", 1)
     lean = load_snapshot(table)

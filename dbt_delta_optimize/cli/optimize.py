@@ -87,9 +87,6 @@ def optimize(
     **settings: Any,
 ) -> None:
     """OPTIMIZE TABLE (a path or a catalog name)."""
-    from ..ops.optimize import optimize as run
-    from ..ops.optimize import plan_optimize
-
     if show_files and not dry_run:
         raise click.UsageError("--files lists the files of a plan: use it with --dry-run.")
     args: dict[str, Any] = {
@@ -100,6 +97,11 @@ def optimize(
         "options": optimize_options(settings),
         "storage_options": storage_options(),
     }
+    if not dry_run:
+        _start_workers_early(table, args["options"])  # first: the server's imports overlap ours below
+    from ..ops.optimize import optimize as run
+    from ..ops.optimize import plan_optimize
+
     if dry_run:
         plan = plan_optimize(None, table, **args)
         if as_json:
@@ -107,7 +109,6 @@ def optimize(
         else:
             print_plan(table, plan, show_files)
         return
-    _start_workers_early(table, args["options"])
     bar = console(stderr=True) if not as_json and sys.stderr.isatty() else None
     with OptimizeProgress(bar) as progress:
         metrics = run(None, table, progress=progress, **args)

@@ -1,14 +1,14 @@
 """A snapshot's live add actions as Arrow columns, so a million files cost columns, not objects.
 
-deltalake decides which files are live; this module reads their exact add actions (partition-value
-strings, stats, tags, deletion vectors, row-tracking fields) from the newest checkpoint and the
-commits after it as Arrow arrays, keeps the last add of each live path, and sorts by path. An
-``AddFile`` is built only when somebody asks for one (``FileView``): planning works on the columns.
+Our replay (``lean_replay``, or deltalake's load as its fallback) decides which files are live; this module
+reads their exact add actions (partition-value strings, stats, tags, deletion vectors, row-tracking fields)
+from the newest checkpoint and the commits after it as Arrow arrays, keeps the last add of each live path,
+and sorts by path. An ``AddFile`` is built only when somebody asks for one (``FileView``): planning works on
+the columns.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from .actions import ADD, AddFile, DeletionVector
 from .checkpoint_adds import LazyFields, add_type, checkpoint_adds, lean_type
-from .log import LogCache, LogListing, commit_path, in_order, read_threads
+from .log import LogCache, LogListing, commit_path, in_order, parse_commit, read_threads
 from .storage import Storage
 
 __all__ = ["FileTable", "FileView", "LogAdds", "RawKey", "RowSlice", "build_file_table", "match_live", "read_log_adds"]
@@ -38,8 +38,7 @@ class _CommitReplay:
     latest: dict[str, int] = field(default_factory=dict)  # path -> index in rows of its last add
     removed: set[str] = field(default_factory=set)
 
-    def apply(self, version: int, line: bytes) -> None:
-        action = json.loads(line)
+    def apply(self, version: int, action: dict[str, Any]) -> None:
         if ADD in action:
             path = action[ADD]["path"]
             self.latest[path] = len(self.rows)
@@ -79,9 +78,8 @@ def _replay(storage: Storage, root: str, versions: Sequence[int], cache: LogCach
     replay = _CommitReplay()
     read = (lambda v: storage.read_bytes(commit_path(root, v))) if cache is None else cache.read
     for v, data in zip(versions, in_order(read, versions, threads=read_threads(storage))):
-        for line in data.splitlines():
-            if b'"add"' in line or b'"remove"' in line:
-                replay.apply(v, line)
+        for action in parse_commit(data, root, v):  # one orjson call per commit, not one json.loads per line
+            replay.apply(v, action)
     return replay
 
 

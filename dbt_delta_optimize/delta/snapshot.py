@@ -365,25 +365,32 @@ def _read_adds(cache: _log.LogCache, version: int | None, released: threading.Ev
         return None
 
 
-#: From this many checkpoint rows on, our own replay decides the live files (``delta/lean_replay.py``).
-LEAN_REPLAY_ROWS = RELEASE_DELTA_TABLE_FILES
+#: On a local disk, from this many checkpoint rows on, our own replay decides the live files
+#: (``delta/lean_replay.py``); 0: at any size. deltalake's load only repeats what ours reads anyway (every add,
+#: beside it in a thread), and costs a fresh process its import, its table and its add actions: 0.05-0.1 s of
+#: a 5,000-file OPTIMIZE's 1.2 s (docs/performance.md, "Issue 45, the log read once"). Tests set it above
+#: every table to take deltalake's path, which stays the fallback (and its errors the report) of any log our
+#: replay finds unexpected. (Equal to deltalake's answer: tests/test_lean_replay_equal.py.)
+LEAN_REPLAY_ROWS = 0
 #: On an object store our own replay decides at any size: deltalake's load lists the log and reads every
 #: commit after the checkpoint twice (each a round trip), beside our own read of the same files; ours reads
-#: each log file once, concurrently. (Equal to deltalake's answer: tests/test_lean_replay_equal.py.)
+#: each log file once, concurrently.
 LEAN_ON_STORES = True
 
 
 def _lean_wanted(cache: _log.LogCache, version: int | None) -> bool:
     if LEAN_ON_STORES and not isinstance(cache.storage, LocalStorage):
         return True
+    if LEAN_REPLAY_ROWS <= 0:  # no checkpoint footer read to decide
+        return True
     return checkpoint_rows(cache.files, cache.root, version, cache.listing) >= LEAN_REPLAY_ROWS
 
 
 def _lean_snapshot(cache: _log.LogCache, version: int | None) -> Snapshot | None:
-    """A large table's (or any table's on an object store) snapshot without deltalake: protocol, metadata and
-    live files from our own projected replay (deltalake's load of every add with its stats was the peak of
-    planning). None for a small local table, or when anything is unexpected: deltalake's path then reads it
-    (and reports its problems)."""
+    """A table's snapshot without deltalake: protocol, metadata and live files from our own projected replay
+    (deltalake's load of every add with its stats was the peak of planning a large table, and on a store it
+    reads the log again). None below ``LEAN_REPLAY_ROWS`` on a local disk, or when anything is unexpected:
+    deltalake's path then reads it (and reports its problems)."""
     root, storage, listing = cache.root, cache.files, cache.listing
     try:
         if not _lean_wanted(cache, version):
