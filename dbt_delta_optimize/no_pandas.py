@@ -50,6 +50,7 @@ def block() -> bool:
 
 
 def blocked() -> bool:
+    """Whether pandas is refused to this process now (``block`` was called, and no ``unblock`` since)."""
     return _REFUSAL in sys.meta_path
 
 
@@ -58,8 +59,7 @@ def unblock() -> None:
     until something imports pandas through it: that is done here, once, if pyarrow is imported."""
     if not blocked():
         return
-    while _REFUSAL in sys.meta_path:
-        sys.meta_path.remove(_REFUSAL)
+    sys.meta_path.remove(_REFUSAL)  # ``block`` inserts it once
     lib = sys.modules.get("pyarrow.lib")
     if lib is not None:
         try:

@@ -28,6 +28,7 @@ import pytest
 
 from dbt_delta_optimize.api import optimize
 from dbt_delta_optimize.delta.actions import json_line
+from dbt_delta_optimize.delta.snapshot import load_snapshot
 from dbt_delta_optimize.engine import bin_processes, bin_runner
 from dbt_delta_optimize.tasks.messages import Failed, NotStarted, Rewritten
 from tests.helpers import assert_same_rows, rows_spark
@@ -95,6 +96,30 @@ def test_processes_commit_what_threads_commit(spark, small_files, tmp_path, monk
         assert len(files) == 183
         assert b"".join(json_line(json.loads(line)) for line in files) == b"".join(line + b"\n" for line in files)
         assert all(line == json.dumps(json.loads(line), separators=(",", ":")).encode() for line in files)
+
+
+def test_processes_apply_deletion_vectors_with_pyarrow_loaded_without_numpy(
+    spark, small_files, tmp_path, monkeypatch, caplog
+):
+    """The workers' pyarrow is loaded without numpy (``engine.fork_server_init``); a bin decodes deletion vectors
+    with numpy all the same, and hands pyarrow a bitmap: the rows delta-spark reads are the rows committed."""
+    src, _ = small_files
+    dst = str(tmp_path / "dv")
+    shutil.copytree(src, dst)
+    spark.sql(f"ALTER TABLE delta.`{dst}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)")
+    spark.sql(f"DELETE FROM delta.`{dst}` WHERE id % 7 = 3")
+    expected = rows_spark(spark, dst)
+    snapshot_dvs = sum(1 for f in load_snapshot(dst).files if f.deletion_vector is not None)
+    assert snapshot_dvs >= 30  # most files carry a deletion vector: the bins must apply them
+    bin_processes.start_fork_server()  # warm: the 4 KB files go to processes (MIN_FILES lowered)
+    monkeypatch.setattr(bin_processes, "MIN_FILES", 10)
+    with caplog.at_level(logging.INFO, logger="dbt_delta_optimize.engine.bin_rewriter"):
+        m = optimize(spark, dst)
+    pids = {int(r.args[4]) for r in caplog.records if r.msg.startswith("bin %s rewritten in")}
+    assert pids and os.getpid() not in pids, "the bins did not run in worker processes"
+    assert m.num_files_added == 3 and m.deletion_vector_stats is not None
+    assert_same_rows(spark, dst, expected)
+    assert len(expected) == 3000 - len([i for i in range(3000) if i % 7 == 3])
 
 
 @pytest.fixture()

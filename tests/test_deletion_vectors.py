@@ -116,18 +116,16 @@ def test_prefix_escaping_the_root_is_refused(tmp_path):
 
 def test_log_replay_keys_files_by_path_and_dv():
     """A DELETE writes add(path, new DV) and remove(path, old DV) in one commit: the file stays live."""
-    import json
-
     from dbt_delta_optimize.delta.file_table import _CommitReplay
 
     dv = {"storageType": "u", "pathOrInlineDv": "ab" + "0" * 20, "offset": 1, "sizeInBytes": 34, "cardinality": 2}
     add = {"path": "p.parquet", "partitionValues": {}, "size": 10, "modificationTime": 0, "dataChange": True}
     replay = _CommitReplay()
-    replay.apply(0, json.dumps({"add": add}).encode())
-    replay.apply(1, json.dumps({"add": {**add, "deletionVector": dv}}).encode())
-    replay.apply(1, json.dumps({"remove": {"path": "p.parquet", "dataChange": True}}).encode())
+    replay.apply(0, {"add": add})
+    replay.apply(1, {"add": {**add, "deletionVector": dv}})
+    replay.apply(1, {"remove": {"path": "p.parquet", "dataChange": True}})
     assert replay.latest == {"p.parquet": 1} and not replay.removed
-    replay.apply(2, json.dumps({"remove": {"path": "p.parquet", "deletionVector": dv}}).encode())
+    replay.apply(2, {"remove": {"path": "p.parquet", "deletionVector": dv}})
     assert replay.latest == {} and replay.removed == {"p.parquet"}
 
 

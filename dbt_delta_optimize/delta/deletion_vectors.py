@@ -230,7 +230,10 @@ class DeletedRows:
         return len(self.rows)
 
     def keep(self, start: int, length: int) -> Any | None:
-        """Arrow mask of the live rows among positions [start, start + length); None when all are live."""
+        """Arrow mask of the live rows among positions [start, start + length); None when all are live.
+
+        Handed to Arrow as a bitmap buffer, not a numpy array: a bin worker's pyarrow is loaded without numpy
+        (``engine.fork_server_init``), and takes a buffer all the same."""
         import numpy as np
         import pyarrow as pa
 
@@ -239,7 +242,8 @@ class DeletedRows:
             return None
         mask = np.ones(length, dtype=bool)
         mask[self.rows[lo:hi] - start] = False
-        return pa.array(mask)
+        bits = pa.py_buffer(np.packbits(mask, bitorder="little"))  # Arrow's validity order: bit 0 first
+        return pa.BooleanArray.from_buffers(pa.bool_(), length, [None, bits])
 
 
 def load_deleted_rows(dv: Mapping[str, Any] | DeletionVector, *, root: str, storage: Storage) -> DeletedRows:

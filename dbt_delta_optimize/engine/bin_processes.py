@@ -57,8 +57,8 @@ MIN_FILES = 1000
 #: 0.57 s, 1,000 of 200 KB 1.30 against 1.44 s (docs/performance.md, "Issue 45, processes for small files
 #: too"). Larger files spend their time in pyarrow, outside the GIL, where threads do as well.
 MAX_MEAN_FILE_BYTES = 256 * 1024
-#: ... or of at most this many while the fork server must start first: its imports took 0.6 s (0.3 s without
-#: pandas, ``engine.fork_server_init``), which only the
+#: ... or of at most this many while the fork server must start first: its imports took 0.6 s (0.2-0.3 s without
+#: pandas and with pyarrow loaded without numpy, ``engine.fork_server_init``), which only the
 #: tiniest files win back in one run (a fresh process: 5,000 files of 5.5 KB 1.60 s against 1.90 s on threads,
 #: 1,212 of 40 KB 1.11-1.45 s against 0.76-0.87 s).
 COLD_MAX_MEAN_FILE_BYTES = 16 * 1024

@@ -1,6 +1,37 @@
-"""Imported first by the bin processes' fork server (``bin_processes._PRELOAD``): pandas is refused there, and
-so in every worker forked from it (``no_pandas``; 0.2-0.3 s of the server's start, which a fresh run waits for)."""
+"""Imported first by the bin processes' fork server (``bin_processes._PRELOAD``), so that every worker forked
+from it has the same: pandas refused (``no_pandas``), and pyarrow loaded without numpy.
+
+Both are imports that server's start would otherwise pay, and a fresh run's first bin waits for that start
+(docs/performance.md, "Issue 45, a fresh process without pandas" and "Issue 45, the log read once"): pandas
+0.2-0.3 s, which a bin never uses; numpy 60-80 ms, which pyarrow imports as it loads. A bin needs numpy only
+to decode a deletion vector, and hands pyarrow no numpy object then (``DeletedRows.keep`` passes a bitmap
+buffer), so numpy stays importable; only pyarrow's own numpy integration is left out of the workers.
+"""
+
+from __future__ import annotations
+
+import sys
 
 from ..no_pandas import block
 
+#: The pyarrow modules a bin uses, loaded here while numpy is hidden (each imports numpy when it can).
+PYARROW_MODULES = ("pyarrow", "pyarrow.parquet", "pyarrow.compute")
+
+
+def load_pyarrow_without_numpy() -> bool:
+    """Import ``PYARROW_MODULES`` with numpy hidden, then let numpy be imported again; False (nothing done)
+    when pyarrow or numpy is loaded already."""
+    if "pyarrow" in sys.modules or "numpy" in sys.modules:
+        return False
+    sys.modules["numpy"] = None  # type: ignore[assignment]  # an import of it fails while this is here
+    try:
+        for name in PYARROW_MODULES:
+            __import__(name)
+    finally:
+        if "numpy" in sys.modules and sys.modules["numpy"] is None:
+            del sys.modules["numpy"]
+    return True
+
+
 block()
+load_pyarrow_without_numpy()
