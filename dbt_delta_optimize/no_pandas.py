@@ -10,19 +10,23 @@ pyarrow then goes on without its pandas integration. Starting a Spark session li
 
 Only in processes we own: in a user's session pyarrow, once refused, would take a pandas Series for a plain
 sequence until something imports pandas through it again.
+
+``numpy_hidden`` is the same for numpy, for a while: what is imported meanwhile (pyarrow, in a spark-free VACUUM
+and in the bin workers' fork server) loads without it.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["block", "blocked", "unblock"]
+__all__ = ["block", "blocked", "numpy_hidden", "unblock"]
 
 
 class _Refusal:
@@ -66,3 +70,15 @@ def unblock() -> None:
             lib._pandas_api.pd  # noqa: B018 - imports pandas (its integration's own retry)
         except Exception:  # pandas not installed: pyarrow has no integration to restore
             pass
+
+
+@contextmanager
+def numpy_hidden() -> Iterator[None]:
+    """numpy cannot be imported while this runs (pyarrow, imported meanwhile, loads without its numpy
+    integration, which it supports since 16), and can be again after it."""
+    sys.modules["numpy"] = None  # type: ignore[assignment]  # an import of it fails while this is here
+    try:
+        yield
+    finally:
+        if "numpy" in sys.modules and sys.modules["numpy"] is None:
+            del sys.modules["numpy"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..no_pandas import numpy_hidden
 from ..options import VACUUM_OPTIONS, format_size
 from .common import BoundaryCommand, owns_process, storage_option, storage_options
 from .format import echo_json
@@ -39,12 +40,8 @@ def _arrow_without_numpy(spark_free: bool) -> Iterator[None]:
     if not spark_free or not owns_process() or "pyarrow" in sys.modules or "numpy" in sys.modules:
         yield
         return
-    sys.modules["numpy"] = None  # type: ignore[assignment]
-    try:
+    with numpy_hidden():
         yield
-    finally:
-        if "numpy" in sys.modules and sys.modules["numpy"] is None:
-            del sys.modules["numpy"]
 
 
 @click.command("vacuum", cls=BoundaryCommand)

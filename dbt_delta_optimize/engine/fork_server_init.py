@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ..no_pandas import block
+from ..no_pandas import block, numpy_hidden
 
 #: The pyarrow modules a bin uses, loaded here while numpy is hidden (each imports numpy when it can).
 PYARROW_MODULES = ("pyarrow", "pyarrow.parquet", "pyarrow.compute")
@@ -23,13 +23,9 @@ def load_pyarrow_without_numpy() -> bool:
     when pyarrow or numpy is loaded already."""
     if "pyarrow" in sys.modules or "numpy" in sys.modules:
         return False
-    sys.modules["numpy"] = None  # type: ignore[assignment]  # an import of it fails while this is here
-    try:
+    with numpy_hidden():
         for name in PYARROW_MODULES:
             __import__(name)
-    finally:
-        if "numpy" in sys.modules and sys.modules["numpy"] is None:
-            del sys.modules["numpy"]
     return True
 
 
