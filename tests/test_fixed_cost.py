@@ -100,7 +100,7 @@ def test_a_callers_process_keeps_numpy_after_the_vacuum_command(tmp_path):
 def test_a_command_help_loads_only_that_command():
     _, modules = _fresh("vacuum", "--help")
     ours = sorted(m for m in modules if m.startswith("dbt_delta_optimize.cli."))
-    assert ours == [f"dbt_delta_optimize.cli.{m}" for m in ("common", "format", "main", "settings", "vacuum")]
+    assert ours == [f"dbt_delta_optimize.cli.{m}" for m in ("common", "format", "launch", "main", "settings", "vacuum")]
     assert "dbt_delta_optimize.ops.vacuum" not in modules  # the operation is imported when the command runs
 
 
@@ -214,8 +214,8 @@ def test_a_fresh_optimize_imports_neither_pandas_nor_deltalake(tmp_path):
 BLAS_THREADS = """
 import os, sys
 if sys.argv[1] == "cli":
-    from dbt_delta_optimize.cli.main import _one_blas_thread
-    _one_blas_thread()
+    from dbt_delta_optimize.cli.launch import one_blas_thread
+    one_blas_thread()
 import numpy
 print(len(os.listdir("/proc/self/task")))
 """
@@ -241,7 +241,7 @@ def test_the_console_script_keeps_numpy_to_one_blas_thread():
 
 SERVER_PRELOAD = """
 import json, sys
-from dbt_delta_optimize.engine.bin_processes import _PRELOAD
+from dbt_delta_optimize.engine.fork_server import PRELOAD as _PRELOAD
 for name in _PRELOAD:
     __import__(name)
 loaded = "numpy" in sys.modules
@@ -263,3 +263,61 @@ def test_the_fork_servers_preload_loads_pyarrow_without_numpy_and_leaves_numpy_i
     r = subprocess.run([sys.executable, "-c", SERVER_PRELOAD], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"numpy_loaded": False, "integrated": False, "pandas": False}
+
+
+#: The console script (``cli.launch``), telling what was loaded when the fork server was started, each time.
+FIRST = """
+import sys
+import dbt_delta_optimize.engine.fork_server as fs
+start = fs.start_fork_server
+def started():
+    print("started", "click" in sys.modules, "pyarrow" in sys.modules, flush=True)
+    start()
+fs.start_fork_server = started
+from dbt_delta_optimize.cli.launch import main
+main(sys.argv[1:])
+"""
+
+
+def test_the_console_script_starts_the_fork_server_before_it_imports_click(tmp_path):
+    """``optimize TABLE`` of a local table: the bin workers' fork server is started first, before click and pyarrow
+    are loaded (so its imports overlap the command's), and the run compacts the table; a dry run starts none."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    path = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(path, pa.table({"id": [i]}), mode="append")
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+
+    def run(*argv: str) -> list[str]:
+        r = subprocess.run([sys.executable, "-c", FIRST, *argv], capture_output=True, text=True, timeout=180, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return [line for line in r.stdout.splitlines() if line.startswith("started")]
+
+    assert run("optimize", path, "--dry-run") == []
+    assert run("optimize", path)[0] == "started False False"
+    assert len(DeltaTable(path).file_uris()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "first"),
+    [
+        (["optimize", "{t}"], True),
+        (["optimize", "{t}", "--where", "p = 1", "--task-runner", "auto"], True),
+        (["optimize", "{t}", "--dry-run"], False),
+        (["optimize", "{t}", "--task-runner", "driver"], False),
+        (["optimize", "{t}", "--task-runner=spark"], False),
+        (["optimize", "{t}", "-h"], False),
+        (["optimize", "--where", "p = 1", "{t}"], False),  # the table not first: left to ``cli.optimize``
+        (["optimize", "{t}/missing"], False),  # no Delta log there
+        (["optimize", "s3://bucket/t"], False),
+        (["vacuum", "{t}"], False),
+        (["optimize"], False),
+    ],
+)
+def test_which_command_lines_start_the_fork_server_first(tmp_path, argv, first):
+    from dbt_delta_optimize.cli.launch import workers_first
+
+    (tmp_path / "_delta_log").mkdir()
+    assert workers_first([a.format(t=tmp_path) for a in argv]) is first

@@ -229,3 +229,24 @@ def test_tags_and_stats_round_trip(tmp_path):
     assert got[add.path] == add
     assert load_snapshot(path).file_path(add.path) == os.path.join(os.path.realpath(path), dup)
     assert sorted(r[0] for r in rows_deltars(path)) == [1, 1]
+
+
+def test_a_load_parses_each_commit_once(tmp_path, monkeypatch):
+    """The protocol and metadata, then the adds, come from the same commits: each is parsed once per load, and
+    the parsed actions are not kept after it."""
+    from deltalake import write_deltalake
+
+    import dbt_delta_optimize.delta.file_table as file_table
+    import dbt_delta_optimize.delta.lean_replay as lean_replay
+    import dbt_delta_optimize.delta.log as log
+
+    path = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(path, pa.table({"id": [i], "p": [str(i % 2)]}), partition_by=["p"], mode="append")
+    parsed: list[int] = []
+    real = log.parse_commit
+    for module in (log, lean_replay, file_table):  # wherever it is called from
+        monkeypatch.setattr(module, "parse_commit", lambda data, root, v: parsed.append(v) or real(data, root, v))
+    snap = load_snapshot(path)
+    assert sorted(parsed) == [0, 1, 2]
+    assert len(snap.files) == 3 and snap.log_cache is not None and snap.log_cache._parsed is None

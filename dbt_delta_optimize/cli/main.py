@@ -9,7 +9,6 @@ failure or a lost conflict, 2 bad input or an unsupported table (the message say
 from __future__ import annotations
 
 import importlib
-import os
 from typing import NoReturn
 
 import click
@@ -26,6 +25,7 @@ from .common import (
     use_remote,
 )
 from .format import echo_json
+from .launch import one_blas_thread
 
 __all__ = ["COMMAND_MODULES", "cli", "main"]
 
@@ -94,19 +94,10 @@ def jars(as_json: bool) -> None:
         click.echo(",".join(found))
 
 
-def _one_blas_thread() -> None:
-    """One OpenBLAS thread for the console script's process and what it starts (its bin workers' fork server, an
-    embedded Spark's Python workers), unless the user set it. numpy's OpenBLAS starts a thread per core as it
-    loads (pyarrow loads numpy), and they spin: about 0.09 s of CPU in the CLI's process and as much in the
-    fork server, on a 2-core machine the very cores their imports need (docs/performance.md, "Issue 45, the log
-    read once"). Nothing we run calls BLAS."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
 def main(argv: list[str] | None = None) -> NoReturn:
-    """The console script's entry point: run the command, then end the process with its exit code."""
+    """Run the command, then end the process with its exit code (the console script: ``cli.launch``)."""
     owns_process(True)
-    _one_blas_thread()
+    one_blas_thread()
     block_pandas()  # our own process: pyarrow's conversions need no pandas (no_pandas)
     try:
         cli.main(args=argv, prog_name="dbt-delta-optimize")

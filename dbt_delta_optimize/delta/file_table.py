@@ -77,8 +77,9 @@ def _replay(storage: Storage, root: str, versions: Sequence[int], cache: LogCach
     """The commits replayed in version order, read concurrently (``log.in_order``), kept in ``cache``."""
     replay = _CommitReplay()
     read = (lambda v: storage.read_bytes(commit_path(root, v))) if cache is None else cache.read
+    parse = (lambda v, data: parse_commit(data, root, v)) if cache is None else cache.parsed
     for v, data in zip(versions, in_order(read, versions, threads=read_threads(storage))):
-        for action in parse_commit(data, root, v):  # one orjson call per commit, not one json.loads per line
+        for action in parse(v, data):  # one orjson call per commit, not one json.loads per line
             replay.apply(v, action)
     return replay
 

@@ -91,11 +91,19 @@ def _readable(protocol: Mapping[str, Any]) -> bool:
 
 
 def read_protocol_metadata(
-    storage: Storage, root: str, version: int, listing: LogListing, *, read: Callable[[int], bytes] | None = None
+    storage: Storage,
+    root: str,
+    version: int,
+    listing: LogListing,
+    *,
+    read: Callable[[int], bytes] | None = None,
+    parse: Callable[[int, bytes], list[dict[str, Any]]] | None = None,
 ) -> tuple[Protocol, Metadata] | None:
     """The table's protocol and metadata at ``version``: the checkpoint's, then the commits' after it.
 
-    None when they cannot be read here with certainty (the caller then asks deltalake)."""
+    ``read`` and ``parse``: a commit's bytes and its actions (``LogCache.read`` and ``LogCache.parsed``, so that
+    the load's replay of the adds parses each commit once). None when they cannot be read here with certainty
+    (the caller then asks deltalake)."""
     cp = listing.checkpoint_at_or_before(version)
     first = 0 if cp is None else cp + 1
     if [v for v in listing.commits if first <= v <= version] != list(range(first, version + 1)):
@@ -105,7 +113,7 @@ def read_protocol_metadata(
     threads = read_threads(storage)
     found = zip(versions, in_order(read, versions, threads=threads)) if read else commit_bytes(storage, root, versions)
     for v, data in found:
-        for action in parse_commit(data, root, v):
+        for action in parse(v, data) if parse is not None else parse_commit(data, root, v):
             protocol = action.get("protocol", protocol)
             meta = action.get("metaData", meta)
     if not isinstance(protocol, dict) or not isinstance(meta, dict) or not _readable(protocol):

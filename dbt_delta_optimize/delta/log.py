@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote
@@ -97,6 +98,8 @@ class LogCache:
     folders: tuple[str, ...] = ()
     _reading: dict[int, Future[bytes]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: each commit's parsed actions while ``parsing`` is on (None: off)
+    _parsed: dict[int, list[dict[str, Any]]] | None = field(default=None, repr=False)
 
     @classmethod
     def listed(cls, storage: Storage, root: str) -> LogCache:
@@ -178,6 +181,27 @@ class LogCache:
         finally:
             with self._lock:
                 self._reading.pop(version, None)
+
+    @contextmanager
+    def parsing(self) -> Iterator[None]:
+        """Keep each commit's parsed actions (``parsed``) until the block ends: a snapshot's load reads the
+        protocol and metadata, then the adds, from the same commits, and should parse them once."""
+        self._parsed = {}
+        try:
+            yield
+        finally:
+            self._parsed = None
+
+    def parsed(self, version: int, data: bytes) -> list[dict[str, Any]]:
+        """``parse_commit`` of a commit's bytes, parsed once while ``parsing`` is on (its actions are not changed
+        by their readers)."""
+        memo = self._parsed
+        if memo is None:
+            return parse_commit(data, self.root, version)
+        found = memo.get(version)
+        if found is None:
+            found = memo[version] = parse_commit(data, self.root, version)
+        return found
 
     def commit_bytes(self, versions: Sequence[int]) -> Iterator[tuple[int, bytes]]:
         """(version, bytes) in order, the ones not kept read concurrently (``in_order``)."""

@@ -400,13 +400,14 @@ def _lean_snapshot(cache: _log.LogCache, version: int | None) -> Snapshot | None
             return None
         cp = listing.checkpoint_at_or_before(v)
         after = [c for c in listing.commits if (cp is None or c > cp) and c <= v]
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log") as pool:  # exit joins the thread
+        with cache.parsing(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddo-log") as pool:
             ahead = pool.submit(lambda: list(cache.commit_bytes(after)))  # the commits while the checkpoint is read
-            found = read_protocol_metadata(storage, root, v, listing, read=cache.read)
+            found = read_protocol_metadata(storage, root, v, listing, read=cache.read, parse=cache.parsed)
             ahead.exception()  # a failed read fails again, with its error, where it is needed
-        if found is None:
-            return None
-        table, _ = match_live(storage, root, read_log_adds(storage, root, v, listing, cache=cache), None)
+            if found is None:
+                return None
+            adds = read_log_adds(storage, root, v, listing, cache=cache)  # the commits parsed above, not again
+        table, _ = match_live(storage, root, adds, None)
     except Exception:
         return None
     _check_paths(table, root)

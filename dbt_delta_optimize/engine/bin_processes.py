@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import io
 import logging
-import multiprocessing
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +33,7 @@ from multiprocessing import connection, context, forkserver, popen_forkserver, r
 from typing import Any
 
 from ..tasks.messages import BinTask, Failed, Outcome, Task
+from .fork_server import PRELOAD, fork_server_running, start_fork_server, supported
 
 __all__ = [
     "COLD_MAX_MEAN_FILE_BYTES",
@@ -68,21 +67,6 @@ STUCK_SECONDS = 10.0
 _JOIN_SECONDS = 5.0
 #: How often a running batch looks for a cancel between outcomes.
 _POLL_SECONDS = 0.05
-#: What the fork server imports once, so that a forked worker starts with them loaded.
-_PRELOAD = [
-    "dbt_delta_optimize.engine.fork_server_init",  # first: pandas refused (pyarrow's conversions would import it)
-    "pyarrow",
-    "pyarrow.parquet",
-    "pyarrow.compute",
-    "dbt_delta_optimize.delta.storage",
-    "dbt_delta_optimize.tasks.worker",
-    "dbt_delta_optimize.tasks.parquet_sink",
-    "dbt_delta_optimize.inspect.stats",
-    "dbt_delta_optimize.inspect.stats_footer",
-    "dbt_delta_optimize.delta.deletion_vectors",
-    "zoneinfo",
-    "encodings.utf_16_le",
-]
 
 
 class _Popen(popen_forkserver.Popen):
@@ -118,34 +102,16 @@ class _Context(context.ForkServerContext):
     Process = _Process
 
 
-def _supported() -> bool:
-    """CPython 3.10 to 3.13 (``_Popen``'s copy of ``_launch``) on a system with a fork server."""
-    return (3, 10) <= sys.version_info[:2] <= (3, 13) and "forkserver" in multiprocessing.get_all_start_methods()
-
-
 def pays(tasks: Sequence[BinTask], *, workers: int, local: bool, warm: bool | None = None) -> bool:
     """Whether a batch's bins should run in worker processes: a local table, two or more workers and bins,
     and many small input files (else the driver's threads do as well without a process to fork). ``warm``:
     whether the fork server runs already (by default, whether it does now)."""
-    if not local or workers < 2 or len(tasks) < 2 or (os.cpu_count() or 1) < 2 or not _supported():
+    if not local or workers < 2 or len(tasks) < 2 or (os.cpu_count() or 1) < 2 or not supported():
         return False
     files = sum(len(t.inputs) for t in tasks)
     size = sum(f.size for t in tasks for f in t.inputs)
     warm = fork_server_running() if warm is None else warm
     return files >= MIN_FILES and size <= (MAX_MEAN_FILE_BYTES if warm else COLD_MAX_MEAN_FILE_BYTES) * files
-
-
-def fork_server_running() -> bool:
-    """Whether this process has started its fork server (a run's workers then fork in 3-8 ms each)."""
-    return getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
-
-
-def start_fork_server() -> None:
-    """Start the fork server without waiting for its imports, so that a later run of this process finds it
-    up: a run whose bins would have paid for processes with a running server calls this as it ends."""
-    if _supported():
-        forkserver.set_forkserver_preload(_PRELOAD)
-        forkserver.ensure_running()
 
 
 class _Worker:
@@ -169,7 +135,7 @@ class BinProcesses:
 
     def __init__(self, workers: int) -> None:
         self._ctx = _Context()
-        self._ctx.set_forkserver_preload(_PRELOAD)
+        self._ctx.set_forkserver_preload(PRELOAD)
         self.workers = workers
         # A byte in shared memory, not an Event: a bin asks it between row groups, thousands of times, and an
         # Event's lock is a semaphore round trip each time (it doubled a tiny bin's time).

@@ -1,4 +1,4 @@
-"""Imported first by the bin processes' fork server (``bin_processes._PRELOAD``), so that every worker forked
+"""Imported first by the bin processes' fork server (``fork_server.PRELOAD``), so that every worker forked
 from it has the same: pandas refused (``no_pandas``), and pyarrow loaded without numpy.
 
 Both are imports that server's start would otherwise pay, and a fresh run's first bin waits for that start
