@@ -564,6 +564,45 @@ def test_validate_actions_catches_it_before_commit(ours, case):
         r.raise_if_invalid()
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if not c.commit_only], ids=lambda c: c.id)
+def test_removes_checked_bin_by_bin_give_the_same_report(ours, case):
+    """``RemovesCheck``, fed the removes in two bins as OPTIMIZE's bins finish, gives the report of checking them
+    all at once (findings in order, rows), a path two bins remove included; for other removes it is not used."""
+    from dbt_delta_optimize.inspect.validate_actions import RemovesCheck
+
+    snap = load_snapshot(ours, 0)
+    adds, removes = parsed_actions(mutated(ours, case))
+    whole = validate_actions(snap, adds, removes)
+    check = RemovesCheck(snap)
+    half = len(removes) // 2
+    check.add([], removes[:half])
+    check.add([], removes[half:])
+    binned = validate_actions(snap, adds, removes, checked_removes=check)
+    assert binned.findings == whole.findings and not binned.ok
+    assert (binned.rows_added, binned.rows_removed) == (whole.rows_added, whole.rows_removed)
+    assert not check.covers(snap, removes[1:]) and not check.covers(load_snapshot(ours, 0), removes)
+    assert check.covers(snap, removes)
+
+
+def test_optimize_checks_its_removes_as_the_bins_finish(tmp_path, monkeypatch):
+    """A real OPTIMIZE: each bin's removes are checked as it finishes, the commit checks none again, and the
+    commit it lands is clean."""
+    from dbt_delta_optimize.api import optimize
+    from dbt_delta_optimize.inspect import validate_actions as va
+
+    path = str(tmp_path / "t")
+    rs_table(path, appends=4)
+    calls: list[int] = []
+    real = va._ActionCheck.removes
+    monkeypatch.setattr(
+        va._ActionCheck, "removes", lambda self, removes: calls.append(len(removes)) or real(self, removes)
+    )
+    m = optimize(None, path, task_runner="driver")
+    assert m.num_files_removed == 8 and m.num_files_added == 2
+    assert sorted(calls) == [4, 4]  # one call per bin (two partitions), none for the commit's 8 removes
+    assert validate_commit(path).ok
+
+
 def test_empty_string_and_null_partition_values_are_equal(tmp_path):
     """delta-spark folds "" into null: a compacted null partition may be written either way."""
     p = str(tmp_path / "nulls")

@@ -34,6 +34,7 @@ from .data_files import lying_stats
 if TYPE_CHECKING:
     from ..inspect.findings import ValidationReport
     from ..inspect.validate import CheckedActions
+    from ..inspect.validate_actions import RemovesCheck
 
 __all__ = ["BatchCommit", "DroppedBin", "commit_batch", "operation_parameters"]
 
@@ -147,11 +148,17 @@ def _drop_conflicting(
 
 
 def commit_batch(
-    snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult], *, ours: Sequence[int] = ()
+    snapshot: Snapshot,
+    plan: OptimizePlan,
+    results: Sequence[BinResult],
+    *,
+    ours: Sequence[int] = (),
+    checked_removes: RemovesCheck | None = None,
 ) -> BatchCommit:
     """Commit finished bins as one OPTIMIZE commit.
 
-    ``ours``: the versions earlier batches of this run committed (not another writer's win). A concurrent commit that removed files some bins read drops only those bins (their outputs are
+    ``ours``: the versions earlier batches of this run committed (not another writer's win). ``checked_removes``:
+    the bins' removes checked against ``snapshot`` as they finished (used while the commit is of exactly them). A concurrent commit that removed files some bins read drops only those bins (their outputs are
     the caller's to delete); a metadata/protocol change is retried if every compacted file is still
     live and the partitioning is unchanged. Anything else stays a typed conflict.
     """
@@ -161,7 +168,7 @@ def commit_batch(
         if not kept:
             return BatchCommit(None, (), tuple(dropped))
         try:
-            result = _commit_once(snapshot, plan, kept, ours)
+            result = _commit_once(snapshot, plan, kept, ours, checked_removes)
         except (ConcurrentDeleteReadError, ConcurrentDeleteDeleteError) as exc:
             if attempt == config.max_commit_attempts:
                 raise
@@ -181,7 +188,11 @@ def commit_batch(
 
 
 def _commit_once(
-    snapshot: Snapshot, plan: OptimizePlan, results: Sequence[BinResult], ours: Sequence[int]
+    snapshot: Snapshot,
+    plan: OptimizePlan,
+    results: Sequence[BinResult],
+    ours: Sequence[int],
+    checked_removes: RemovesCheck | None = None,
 ) -> CommitResult:
     from ..inspect.validate import CheckedActions, validate_actions
 
@@ -191,12 +202,15 @@ def _commit_once(
     files_read = [f for r in results for f in r.bin.files]
     dvs = sum(1 for f in files_read if f.deletion_vector is not None)
     metrics = operation_metrics([a.size for a in adds], [r.size or 0 for r in removes], dvs)
-    live = LiveFiles(snapshot)  # the removes' live files, looked up once for both checks
-    if plan.read_version == snapshot.version:  # the bins' inputs are this version's live files
-        live.remember(files_read)  # so they are not converted from Arrow a second time
+    if checked_removes is not None and checked_removes.covers(snapshot, removes):
+        live = checked_removes.live  # every input remembered already, bin by bin
+    else:
+        checked_removes, live = None, LiveFiles(snapshot)  # the removes' live files, looked up once for both checks
+        if plan.read_version == snapshot.version:  # the bins' inputs are this version's live files
+            live.remember(files_read)  # so they are not converted from Arrow a second time
     checked = None
     if config.validate_commits:
-        report = validate_actions(snapshot, adds, removes, live=live)
+        report = validate_actions(snapshot, adds, removes, live=live, checked_removes=checked_removes)
         _check_planned(snapshot, files_read, report)
         checked = CheckedActions(snapshot, tuple(adds), tuple(removes), report)
     from ..inspect.log_cleanup import after_checkpoint

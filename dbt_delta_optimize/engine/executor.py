@@ -34,6 +34,8 @@ from .spark_engine import SparkEngine
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ..inspect.validate_actions import RemovesCheck
+
 __all__ = ["STAGING_DIR", "BinResult", "OptimizeExecutor", "ProgressCallback"]
 
 log = logging.getLogger(__name__)
@@ -144,15 +146,26 @@ class OptimizeExecutor:
     ) -> None:
         pending: list[BinResult] = []
         last_commit = time.monotonic()
+        checked = self._removes_check()
         for result in runner.run(batch):
             pending.append(result)
+            checked = _checked(checked, result)
             if self._commit_due(len(pending), last_commit):
-                self._commit(pending, rewriter, run)
-                pending, last_commit = [], time.monotonic()
+                self._commit(pending, rewriter, run, checked)
+                pending, last_commit, checked = [], time.monotonic(), self._removes_check()
         if last:
             runner.release()  # no bins follow: the worker processes end during the commit, not after it
         if pending:
-            self._commit(pending, rewriter, run)
+            self._commit(pending, rewriter, run, checked)
+
+    def _removes_check(self) -> RemovesCheck | None:
+        """The check of the next commit's removes, made bin by bin as the bins finish (``RemovesCheck``): when
+        commits are validated, against the snapshot the bins were planned on."""
+        if not self.config.validate_commits or self.plan.read_version != self.snapshot.version:
+            return None
+        from ..inspect.validate_actions import RemovesCheck
+
+        return RemovesCheck(self.snapshot)
 
     def _commit_due(self, finished: int, last_commit: float) -> bool:
         every_bins, every_seconds = self.config.commit_every_bins, self.config.commit_every_seconds
@@ -160,11 +173,14 @@ class OptimizeExecutor:
             return True
         return every_seconds is not None and time.monotonic() - last_commit >= every_seconds
 
-    def _commit(self, results: list[BinResult], rewriter: BinRewriter, run: _Run) -> None:
+    def _commit(
+        self, results: list[BinResult], rewriter: BinRewriter, run: _Run, checked: RemovesCheck | None = None
+    ) -> None:
         self.snapshot.storage.requests.mark("commit")  # and what follows it: validation, checkpoint, log cleanup
+        ours = tuple(c.version for c in run.committed)
         try:
             with collector_paused():  # thousands of short-lived actions and lines: gc_pause.py
-                outcome = commit_batch(self.snapshot, self.plan, results, ours=tuple(c.version for c in run.committed))
+                outcome = commit_batch(self.snapshot, self.plan, results, ours=ours, checked_removes=checked)
         except CommitFailedError as exc:
             raise _truthful(exc, run) from exc
         rewriter.discard(d.bin for d in outcome.dropped)
@@ -197,6 +213,19 @@ class OptimizeExecutor:
             tasks=tasks,
             start_ms=start_ms,
         )
+
+
+def _checked(check: RemovesCheck | None, result: BinResult) -> RemovesCheck | None:
+    """``check`` with a finished bin's removes checked; None (the commit checks every remove itself, and says
+    what is wrong) if checking them failed."""
+    if check is None:
+        return None
+    try:
+        check.add(result.bin.files, result.removes)
+    except Exception:
+        log.debug("checking the removes of a bin as it finished failed; the commit checks them all", exc_info=True)
+        return None
+    return check
 
 
 def _truthful(exc: CommitFailedError, run: _Run) -> CommitFailedError:

@@ -45,7 +45,7 @@ from ..errors import InvalidArgumentError
 from ..plan.operation import REARRANGING_OPERATIONS as _REARRANGING
 from .findings import Finding, ValidationReport
 from .live_files import LiveFiles, norm_path
-from .validate_actions import check_actions
+from .validate_actions import RemovesCheck, check_actions
 from .validate_analyze import COMPUTE_STATS, STATS_CODES, check_stats_actions, check_stats_commit_info
 from .validate_commit_info import DELTA_RS, DELTA_SPARK, OTHER, OURS, check_commit_info, commit_engine
 from .validate_row_tracking import ROW_TRACKING_CODES, check_row_tracking
@@ -130,12 +130,14 @@ def validate_actions(
     operation: str = "OPTIMIZE",
     check_footers: bool = True,
     live: LiveFiles | None = None,
+    checked_removes: RemovesCheck | None = None,
 ) -> ValidationReport:
     """Check planned actions against the snapshot they were planned on, before they are committed.
 
     Pure (no Spark): the added files must already be in place. ``check_footers`` also compares
     each add's numRecords with its Parquet footer (one small read per added file). ``live``: the
     snapshot's live files, when the caller validates the landed commit against them afterwards.
+    ``checked_removes``: the removes checked bin by bin as the bins finished (``RemovesCheck``).
     """
     findings: list[Finding] = []
     added, removed = check_actions(
@@ -147,6 +149,7 @@ def validate_actions(
         storage=snapshot.storage,
         check_footers=check_footers,
         live=live,
+        checked_removes=checked_removes,
     )
     return ValidationReport(
         table=snapshot.location,

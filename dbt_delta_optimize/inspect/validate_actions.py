@@ -21,7 +21,7 @@ from .validate_stats import check_stats, norm_partition_value, stats_types
 if TYPE_CHECKING:
     from ..delta.snapshot import Snapshot
 
-__all__ = ["check_actions", "norm_path"]
+__all__ = ["RemovesCheck", "check_actions", "norm_path"]
 
 PartitionKey = tuple[Any, ...]
 
@@ -232,6 +232,45 @@ class _ActionCheck:
             self.found("partition_values_mismatch", f"rows moved between partitions ({detail})")
 
 
+class RemovesCheck:
+    """The check of a commit's removes (``_ActionCheck.removes``), made a bin at a time as each bin finishes, while
+    the others run, instead of all at once when the commit is ready: OPTIMIZE's commit waits for it after the
+    last bin (docs/performance.md, "Issue 45, the fork server first"). The same per-file checks, in the same
+    order, against the snapshot the commit is validated against, and with one record of the paths removed, so a
+    path two bins remove is found as before. ``check_actions`` takes it only for exactly these removes.
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.live = LiveFiles(snapshot)
+        self.removes: list[RemoveFile] = []
+        self.rows = _RowCount()
+        self._check = _ActionCheck(snapshot.location, snapshot, snapshot.storage, [], False, self.live)
+
+    def add(self, files: Sequence[AddFile], removes: Sequence[RemoveFile]) -> None:
+        """One bin's removes; ``files``: its input files, the snapshot's live files the removes retire."""
+        self.live.remember(files)
+        rows = self._check.removes(removes)
+        self.removes.extend(removes)
+        for key, n in rows.by_key.items():
+            self.rows.by_key[key] = self.rows.by_key.get(key, 0) + n
+        self.rows.known = self.rows.known and rows.known
+
+    def covers(self, before: Snapshot | None, removes: Sequence[RemoveFile]) -> bool:
+        """Whether this is the check of exactly ``removes`` (the same objects, in order) against ``before``."""
+        return (
+            before is self.snapshot
+            and len(removes) == len(self.removes)
+            and all(a is b for a, b in zip(removes, self.removes))
+        )
+
+    def _into(self, check: _ActionCheck) -> _RowCount:
+        check.findings.extend(self._check.findings)
+        check.removed_paths.update(self._check.removed_paths)
+        check.removed_keys.update(self._check.removed_keys)
+        return self.rows
+
+
 def check_actions(
     root: str,
     before: Snapshot | None,
@@ -242,14 +281,19 @@ def check_actions(
     storage: Storage,
     check_footers: bool = True,
     live: LiveFiles | None = None,
+    checked_removes: RemovesCheck | None = None,
 ) -> tuple[int | None, int | None]:
     """Every check that needs only the V-1 snapshot, the actions and the files; returns (rows added, removed).
 
-    ``live``: the V-1 snapshot's live files, when the caller shares them with other checks.
+    ``live``: the V-1 snapshot's live files, when the caller shares them with other checks. ``checked_removes``:
+    the removes checked already, bin by bin; taken when it covers exactly ``removes`` against ``before``.
     """
     check = _ActionCheck(root, before, storage, findings, check_footers, live or LiveFiles(before))
     check.data_change(adds, removes)
-    removed = check.removes(removes)
+    if checked_removes is not None and checked_removes.covers(before, removes):
+        removed = checked_removes._into(check)
+    else:
+        removed = check.removes(removes)
     added = check.adds(adds)
     check.totals(added, removed)
     return added.total, removed.total
