@@ -12,11 +12,13 @@ Only in processes we own: in a user's session pyarrow, once refused, would take 
 sequence until something imports pandas through it again.
 
 ``numpy_hidden`` is the same for numpy, for a while: what is imported meanwhile (pyarrow, in a spark-free VACUUM
-and in the bin workers' fork server) loads without it.
+and in the bin workers' fork server) loads without it. ``one_blas_thread`` keeps numpy's OpenBLAS to one thread
+in those processes.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["block", "blocked", "numpy_hidden", "unblock"]
+__all__ = ["block", "blocked", "numpy_hidden", "one_blas_thread", "unblock"]
 
 
 class _Refusal:
@@ -82,3 +84,12 @@ def numpy_hidden() -> Iterator[None]:
     finally:
         if "numpy" in sys.modules and sys.modules["numpy"] is None:
             del sys.modules["numpy"]
+
+
+def one_blas_thread() -> None:
+    """One OpenBLAS thread for the console script's process and what it starts (its bin workers' fork server, an
+    embedded Spark's Python workers), unless the user set it. numpy's OpenBLAS starts a thread per core as it
+    loads (pyarrow loads numpy), and they spin: about 0.09 s of CPU in the CLI's process and as much in the
+    fork server, on a 2-core machine the very cores their imports need (docs/performance.md, "Issue 45, the log
+    read once"). Nothing we run calls BLAS."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

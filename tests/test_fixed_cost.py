@@ -100,7 +100,7 @@ def test_a_callers_process_keeps_numpy_after_the_vacuum_command(tmp_path):
 def test_a_command_help_loads_only_that_command():
     _, modules = _fresh("vacuum", "--help")
     ours = sorted(m for m in modules if m.startswith("dbt_delta_optimize.cli."))
-    assert ours == [f"dbt_delta_optimize.cli.{m}" for m in ("common", "format", "launch", "main", "settings", "vacuum")]
+    assert ours == [f"dbt_delta_optimize.cli.{m}" for m in ("common", "format", "main", "settings", "vacuum")]
     assert "dbt_delta_optimize.ops.vacuum" not in modules  # the operation is imported when the command runs
 
 
@@ -214,7 +214,7 @@ def test_a_fresh_optimize_imports_neither_pandas_nor_deltalake(tmp_path):
 BLAS_THREADS = """
 import os, sys
 if sys.argv[1] == "cli":
-    from dbt_delta_optimize.cli.launch import one_blas_thread
+    from dbt_delta_optimize.no_pandas import one_blas_thread
     one_blas_thread()
 import numpy
 print(len(os.listdir("/proc/self/task")))

@@ -13,7 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-__all__ = ["main", "one_blas_thread", "workers_first"]
+from ..no_pandas import one_blas_thread
+
+__all__ = ["main", "workers_first"]
 
 #: ``optimize`` flags after which no bin runs in a worker process of ours.
 _NO_WORKERS = frozenset({"--dry-run", "-h", "--help", "--task-runner=driver", "--task-runner=spark"})
@@ -32,15 +34,6 @@ def workers_first(args: Sequence[str]) -> bool:
         return False
     table = args[1]
     return "://" not in table and not table.startswith("file:") and os.path.isdir(os.path.join(table, "_delta_log"))
-
-
-def one_blas_thread() -> None:
-    """One OpenBLAS thread for the console script's process and what it starts (its bin workers' fork server, an
-    embedded Spark's Python workers), unless the user set it. numpy's OpenBLAS starts a thread per core as it
-    loads (pyarrow loads numpy), and they spin: about 0.09 s of CPU in the CLI's process and as much in the
-    fork server, on a 2-core machine the very cores their imports need (docs/performance.md, "Issue 45, the log
-    read once"). Nothing we run calls BLAS."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

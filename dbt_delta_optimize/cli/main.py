@@ -14,6 +14,7 @@ from typing import NoReturn
 import click
 
 from ..no_pandas import block as block_pandas
+from ..no_pandas import one_blas_thread
 from ..process_exit import exit_process, status_of
 from .common import (
     EXIT_CODES_HELP,
@@ -25,7 +26,6 @@ from .common import (
     use_remote,
 )
 from .format import echo_json
-from .launch import one_blas_thread
 
 __all__ = ["COMMAND_MODULES", "cli", "main"]
 
