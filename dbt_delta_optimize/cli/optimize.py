@@ -37,7 +37,7 @@ def _settings(kind: Kind, options: OptimizeOptions | None = None, auto: Any = No
 
 def _start_workers_early(table: str, options: OptimizeOptions) -> None:
     """In the console script's own process, for a table on the local disk: start the fork server the bin workers
-    fork from now, while the log is read and the bins are planned. Its imports take about 0.3 s, which the
+    fork from now, while the log is read and the bins are planned. Its imports take about 0.2 s, which the
     rewrite would otherwise wait for (docs/performance.md, "Issue 45, a fresh process without pandas"). The
     server is the process's: a run whose bins do not pay for processes leaves it idle."""
     from ..delta.storage import LocalStorage, storage_of
@@ -47,7 +47,7 @@ def _start_workers_early(table: str, options: OptimizeOptions) -> None:
         return
     if not isinstance(storage_of(table), LocalStorage):  # processes are for local tables only (``pays``)
         return
-    from ..engine.bin_processes import start_fork_server
+    from ..engine.fork_server import start_fork_server
 
     start_fork_server()
 

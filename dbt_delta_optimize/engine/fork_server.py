@@ -1,8 +1,7 @@
 """The fork server the bin worker processes are forked from: what it preloads, and its start.
 
-Apart from ``bin_processes`` so that the console script can start it before it imports anything else
-(``cli.main``): the server's imports (pyarrow, the task code) then run on the other core while the command
-line is parsed and the log is read, and a fresh run's first bin waits for them less.
+Apart from ``bin_processes`` (its pool, and what a worker runs) so that the CLI's OPTIMIZE starts the server
+(``cli.optimize``) without importing the pool and the task messages first.
 """
 
 from __future__ import annotations
