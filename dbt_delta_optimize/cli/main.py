@@ -95,7 +95,7 @@ def jars(as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Run the command, then end the process with its exit code (the console script: ``cli.launch``)."""
+    """The console script's entry point: run the command, then end the process with its exit code."""
     owns_process(True)
     one_blas_thread()
     block_pandas()  # our own process: pyarrow's conversions need no pandas (no_pandas)

@@ -158,9 +158,10 @@ def commit_batch(
     """Commit finished bins as one OPTIMIZE commit.
 
     ``ours``: the versions earlier batches of this run committed (not another writer's win). ``checked_removes``:
-    the bins' removes checked against ``snapshot`` as they finished (used while the commit is of exactly them). A concurrent commit that removed files some bins read drops only those bins (their outputs are
-    the caller's to delete); a metadata/protocol change is retried if every compacted file is still
-    live and the partitioning is unchanged. Anything else stays a typed conflict.
+    the bins' removes checked against ``snapshot`` as they finished (used while the commit is of exactly them).
+    A concurrent commit that removed files some bins read drops only those bins (their outputs are the caller's
+    to delete); a metadata/protocol change is retried if every compacted file is still live and the partitioning
+    is unchanged. Anything else stays a typed conflict.
     """
     kept, dropped = list(results), list[DroppedBin]()
     config = plan.config

@@ -234,10 +234,11 @@ class _ActionCheck:
 
 class RemovesCheck:
     """The check of a commit's removes (``_ActionCheck.removes``), made a bin at a time as each bin finishes, while
-    the others run, instead of all at once when the commit is ready: OPTIMIZE's commit waits for it after the
-    last bin (docs/performance.md, "Issue 45, the fork server first"). The same per-file checks, in the same
-    order, against the snapshot the commit is validated against, and with one record of the paths removed, so a
-    path two bins remove is found as before. ``check_actions`` takes it only for exactly these removes.
+    the others run, instead of all at once after the last bin, when OPTIMIZE's commit would wait for it (where
+    the driver has a core of its own: docs/performance.md, "Issue 45, the driver's serial work around the bins").
+    The same per-file checks, in the same order, against the snapshot the commit is validated against, and with
+    one record of the paths removed, so a path two bins remove is found as before. ``check_actions`` takes it
+    only for exactly these removes.
     """
 
     def __init__(self, snapshot: Snapshot) -> None:
