@@ -13,6 +13,7 @@ in FILE from this run's output.
     .venv/bin/python bench/suite.py --only local,s3    # some of it
     .venv/bin/python bench/suite.py --only latency     # object stores behind a 0 and 20 ms delay line
     .venv/bin/python bench/suite.py --only imports     # each CLI command's imports in a fresh process (a minute)
+    .venv/bin/python bench/suite.py --only fresh       # compaction in fresh processes, CLI vs delta-rs (4 minutes)
     .venv/bin/python bench/suite.py --only maintain_latency   # maintain --dry-run over 50 tables vs 1 at 20 ms
 """
 
@@ -249,6 +250,20 @@ METRICS = [
         0.5,
         _per_repeat("ours", "delta-rs", "tiny"),
     ),
+    *(
+        Metric(
+            f"fresh_{case}_vs_delta_rs",
+            "fresh",
+            f"{label}, optimize CLI / delta-rs compact, fresh processes (issue 45)",
+            lambda r, c=case: _case(r, c)["ours_vs_delta_rs"],
+            target,
+            _per_repeat("ours", "delta-rs", case),
+        )
+        for case, label, target in (
+            ("tiny", "5,000 files of 5.5 KB (10 partitions)", 0.9),
+            ("small", "2,000 files of 57 KB (20 partitions)", 0.6),
+        )
+    ),
     Metric(
         "latency_s3_optimize_vs_delta_rs",
         "latency",
@@ -378,6 +393,7 @@ METRICS += [
 BENCHES: dict[str, list[str]] = {
     "local": ["run.py", "--cases", "small,tiny,large", "--repeats", "3"],
     "s3": ["s3_compact.py", "--repeats", "3"],
+    "fresh": ["fresh_compact.py", "--cases", "tiny,small", "--repeats", "5"],
     "cluster": ["cluster_compact.py", "--repeats", "3"],
     "dbt_hook": ["dbt_hook.py", "--repeats", "3"],
     "row_group_copy": ["row_group_copy.py", "--repeats", "3"],

@@ -65,3 +65,29 @@ def test_each_commands_imports_are_a_metric_flagged_beyond_their_noise():
     recorded = {"metrics": {"imports_vacuum_vs_deltalake": 2.0, "imports_optimize_vs_deltalake": 1.9}}
     assert suite.is_regressed("imports_vacuum_vs_deltalake", values, spreads, recorded)  # +50%, no noise
     assert not suite.is_regressed("imports_optimize_vs_deltalake", values, spreads, recorded)  # +5%
+
+
+def test_compaction_in_fresh_processes_is_timed_end_to_end_and_held_to_the_issues_bars(tmp_path):
+    """bench/fresh_compact.py runs our console script and delta-rs's compact() as processes of their own on
+    copies of one table, checks they leave the same files and rows, and the suite reads issue 45's bars off it."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from bench import fresh_compact
+
+    src = str(tmp_path / "src")
+    for i in range(3):  # three appends: three small files in each of two partitions
+        rows = pa.table({"id": list(range(i * 10, i * 10 + 10)), "part": [0, 1] * 5})
+        write_deltalake(src, rows, mode="append", partition_by=["part"])
+    work = tmp_path / "work"
+    work.mkdir()
+    result = fresh_compact.bench_case(src, str(work), "tiny", repeats=2)
+    assert result["files_rows_after"] == (2, 30)  # one file a partition, every row kept, by both engines
+    assert all(len(v) == 2 and min(v) > 0 for v in result["times_s"].values())
+    assert result["ours_vs_delta_rs"] == pytest.approx(result["median_s"]["ours"] / result["median_s"]["delta-rs"])
+    assert list(work.iterdir()) == []  # each copy removed after its run
+    values, _ = suite.collect({"fresh": [result]})
+    assert values["fresh_tiny_vs_delta_rs"] == result["ours_vs_delta_rs"]
+    assert "fresh_small_vs_delta_rs" not in values  # a case not run is no metric
+    line = next(x for x in suite.table(values, {}, {}) if "5,000 files of 5.5 KB" in x)
+    assert "fresh processes" in line and "≤ 0.90" in line
