@@ -2,8 +2,8 @@
 
 Not a test. ``bench/run.py`` times both engines in one warm session; a user runs one command in a new process,
 which pays the interpreter, the imports and (ours) the worker processes' start. This script builds the tables
-once with delta-spark (``run.build_table``), stops Spark, then times each engine as a process of its own on a
-fresh copy of the table: ``dbt-delta-optimize optimize PATH`` and ``python -c "DeltaTable(PATH).optimize.compact()"``
+once with delta-spark (``run.build_table``) in a process of its own, so no JVM runs while the engines are timed,
+then times each engine as a process of its own on a fresh copy of the table: ``dbt-delta-optimize optimize PATH`` and ``python -c "DeltaTable(PATH).optimize.compact()"``
 (target 1 GiB, as ours), alternating which goes first. Wall time is the subprocess's, from start to exit. Every
 run must succeed, and both engines must leave the same number of files and rows.
 
@@ -107,8 +107,9 @@ def bench_case(src: str, work: str, name: str, repeats: int) -> dict:
     }
 
 
-def build(work: str, names: list[str]) -> dict[str, str]:
-    """Each case's table, written by delta-spark in a session stopped before any timing."""
+def build(work: str, names: list[str]) -> None:
+    """Each case's table under ``work``, written by delta-spark (``--build``: a process of its own, so that no
+    JVM is left running while the engines are timed)."""
     from run import build_table
 
     from dbt_delta_optimize.engine.session import get_spark
@@ -116,12 +117,13 @@ def build(work: str, names: list[str]) -> dict[str, str]:
     spark = get_spark(work_dir=os.path.join(work, "spark"), catalog="in-memory")
     spark.sparkContext.setLogLevel("FATAL")
     spark.conf.set("spark.databricks.delta.optimizeWrite.enabled", "false")
-    paths = {}
     for name in names:
-        paths[name] = os.path.join(work, f"{name}-src")
-        build_table(spark, paths[name], *CASES[name])
+        build_table(spark, _source(work, name), *CASES[name])
     spark.stop()
-    return paths
+
+
+def _source(work: str, name: str) -> str:
+    return os.path.join(work, f"{name}-src")
 
 
 def main() -> int:
@@ -129,12 +131,16 @@ def main() -> int:
     ap.add_argument("--cases", default="tiny,small", help=f"comma list of: {', '.join(CASES)}")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", dest="json_out", default=None, help="also write the results to this file")
+    ap.add_argument("--build", metavar="DIR", default=None, help=argparse.SUPPRESS)  # the tables only, into DIR
     args = ap.parse_args()
     names = args.cases.split(",")
+    if args.build:
+        build(args.build, names)
+        return 0
     compileall.compile_dir(os.path.join(ROOT, "dbt_delta_optimize"), quiet=1)  # as a wheel's install leaves it
     with tempfile.TemporaryDirectory(prefix="ddo-fresh-bench-") as work:
-        sources = build(work, names)
-        results = [bench_case(sources[n], work, n, args.repeats) for n in names]
+        subprocess.run([sys.executable, __file__, "--cases", args.cases, "--build", work], check=True)
+        results = [bench_case(_source(work, n), work, n, args.repeats) for n in names]
     for r in results:
         med = r["median_s"]
         print(
