@@ -9,7 +9,7 @@ the per-repeat ratios)) is printed as REGRESSED. ``--record`` makes this run the
 docs/performance.md) rewrites the table between ``<!-- bench:start -->`` and ``<!-- bench:end -->``
 in FILE from this run's output.
 
-    .venv/bin/python bench/suite.py                    # everything (about 20 minutes on 2 cores)
+    .venv/bin/python bench/suite.py                    # everything (about 25 minutes on 2 cores)
     .venv/bin/python bench/suite.py --only local,s3    # some of it
     .venv/bin/python bench/suite.py --only latency     # object stores behind a 0 and 20 ms delay line
     .venv/bin/python bench/suite.py --only imports     # each CLI command's imports in a fresh process (a minute)
