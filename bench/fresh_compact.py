@@ -2,10 +2,11 @@
 
 Not a test. ``bench/run.py`` times both engines in one warm session; a user runs one command in a new process,
 which pays the interpreter, the imports and (ours) the worker processes' start. This script builds the tables
-once with delta-spark (``run.build_table``) in a process of its own, so no JVM runs while the engines are timed,
-then times each engine as a process of its own on a fresh copy of the table: ``dbt-delta-optimize optimize PATH`` and ``python -c "DeltaTable(PATH).optimize.compact()"``
-(target 1 GiB, as ours), alternating which goes first. Wall time is the subprocess's, from start to exit. Every
-run must succeed, and both engines must leave the same number of files and rows.
+once with delta-spark (``run.build_table``) in a process of its own, so that no JVM runs while the engines are
+timed, then times each engine as a process of its own on a fresh copy of the table: ``dbt-delta-optimize
+optimize PATH``, and ``python -c "DeltaTable(PATH).optimize.compact(target_size=1 GiB)"`` (our default target),
+alternating which goes first. Wall time is the subprocess's, from start to exit. Every run must succeed, and
+both engines must leave the same number of files and rows.
 
     .venv/bin/python bench/fresh_compact.py --cases tiny,small --repeats 5   # issue 45: <= 0.9 and <= 0.6
 """
