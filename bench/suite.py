@@ -6,8 +6,8 @@ run (medians, alternating order) and writes its figures as JSON; this runner col
 against the issue targets, and compares them with ``bench/baseline.json``: a ratio worse than recorded by more
 than the run-to-run noise this run measured itself (``bench/noise.py``: max(10%, 1.5 x the relative spread of
 the per-repeat ratios)) is printed as REGRESSED. ``--record`` makes this run the new baseline; ``--docs FILE`` (repeatable:
-docs/performance.md) rewrites the table between ``<!-- bench:start -->`` and ``<!-- bench:end -->``
-in FILE from this run's output.
+docs/performance.md) rewrites the rows this run measured in the table between ``<!-- bench:start -->`` and
+``<!-- bench:end -->`` in FILE; the other rows, and the note of where they come from, stay.
 
     .venv/bin/python bench/suite.py                    # everything (about 25 minutes on 2 cores)
     .venv/bin/python bench/suite.py --only local,s3    # some of it
@@ -24,10 +24,11 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -487,14 +488,47 @@ def docs_table(values: dict[str, float]) -> list[str]:
     return lines
 
 
-def write_docs(path: str, lines: list[str], when: str) -> None:
+def _label(row: str) -> str:
+    """The measure of a docs table row (its first cell)."""
+    return row.strip().strip("|").split("|", 1)[0].strip()
+
+
+def merged_rows(old: list[str], new: list[str]) -> list[str]:
+    """The docs table after a run: this run's rows (``docs_table``), and every row of the old table for a measure
+    it did not measure, kept as it was; in ``METRICS`` order, rows of no known measure last."""
+    fresh = {_label(r): r for r in new[2:]}
+    kept = {_label(r): r for r in old if r.startswith("|") and _label(r) not in ("measure", "---")}
+    order = [m.label for m in METRICS]
+    rows = [fresh.get(label) or kept[label] for label in order if label in fresh or label in kept]
+    rows += [r for label, r in kept.items() if label not in order]
+    return new[:2] + rows
+
+
+_LEAD = re.compile(r"The (?P<benches>[\w, ]+) lines measured by `make bench` on \S+ \(2 cores, alternating order\)\. ?")
+
+
+def _older(note: str, measured: Sequence[str]) -> str:
+    """The block's note without the leads of earlier runs whose benchmarks this run measured again."""
+    while (m := _LEAD.match(note)) and set(m["benches"].split(", ")) <= set(measured):
+        note = note[m.end() :]
+    return note
+
+
+def write_docs(path: str, lines: list[str], when: str, measured: Sequence[str]) -> None:
+    """Rewrite ``path``'s bench block: the rows of this run (``measured``: its benchmarks) replace theirs; the
+    other rows, and the block's note of where they come from, stay."""
     with open(path) as fh:
         text = fh.read()
     if START not in text or END not in text:
         raise SystemExit(f"{path} has no {START} ... {END} block")
     head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    body = "\n".join([f"Measured by `make bench` on {when} (2 cores, medians of 3, alternating order).", "", *lines])
+    block, tail = rest.split(END, 1)
+    old = [line for line in block.strip().splitlines() if line.strip()]
+    note = _older(next((line for line in old if not line.startswith("|")), ""), measured)
+    rows = merged_rows(old, lines)
+    kept = len(rows) > len(lines)
+    lead = f"The {', '.join(measured)} lines measured by `make bench` on {when} (2 cores, alternating order)."
+    body = "\n".join([f"{lead} {note}" if kept and note else lead, "", *rows])
     with open(path, "w") as fh:
         fh.write(f"{head}{START}\n{body}\n{END}{tail}")
 
@@ -523,7 +557,7 @@ def main() -> int:
     merged = {**recorded.get("metrics", {}), **values}
     merged_spreads = {**recorded.get("spreads", {}), **spreads}
     for path in args.docs:
-        write_docs(path, docs_table(merged if args.record else values), when)
+        write_docs(path, docs_table(values), when, [name for name, r in results.items() if r is not None])
     if args.record:
         with open(BASELINE, "w") as fh:
             json.dump(

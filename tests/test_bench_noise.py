@@ -91,3 +91,46 @@ def test_compaction_in_fresh_processes_is_timed_end_to_end_and_held_to_the_issue
     assert "fresh_small_vs_delta_rs" not in values  # a case not run is no metric
     line = next(x for x in suite.table(values, {}, {}) if "5,000 files of 5.5 KB" in x)
     assert "fresh processes" in line and "≤ 0.90" in line
+
+
+def test_the_docs_block_keeps_the_rows_a_run_did_not_measure(tmp_path):
+    """``--docs`` after ``--only fresh``: the fresh rows are this run's; the VACUUM and warm rows, and where they
+    came from, stay as they were (they used to be dropped, and every row dated today)."""
+    fresh_tiny = next(m for m in suite.METRICS if m.key == "fresh_tiny_vs_delta_rs")
+    vacuum = next(m for m in suite.METRICS if m.key == "vacuum_cli_vs_delta_rs")
+    warm_tiny = next(m for m in suite.METRICS if m.key == "local_tiny_vs_delta_rs")
+    doc = tmp_path / "perf.md"
+    doc.write_text(
+        "intro\n\n"
+        f"{suite.START}\nMeasured by `make bench` on 2026-11-25 (medians of 3).\n\n"
+        "| measure | ratio | target |\n|---|---|---|\n"
+        f"| {warm_tiny.label} | 1.48 | ≤ 0.50 NOT MET |\n"
+        f"| {fresh_tiny.label} | 1.30 | ≤ 0.90 NOT MET |\n"
+        "| a measure no longer in the suite | 2.00 |  |\n"
+        f"| {vacuum.label} | 0.78 | ≤ 1.00 met |\n"
+        f"{suite.END}\n\nafter\n"
+    )
+    for day in ("2026-11-28", "2026-11-29"):  # twice: the second run's note does not repeat the first's
+        suite.write_docs(str(doc), suite.docs_table({"fresh_tiny_vs_delta_rs": 1.03}), day, ["fresh"])
+    text = doc.read_text()
+    block = text.split(suite.START)[1].split(suite.END)[0].strip().splitlines()
+    assert block[0] == (
+        "The fresh lines measured by `make bench` on 2026-11-29 (2 cores, alternating order). "
+        "Measured by `make bench` on 2026-11-25 (medians of 3)."
+    )
+    assert block[2:4] == ["| measure | ratio | target |", "|---|---|---|"]
+    assert block[4:] == [  # METRICS order, this run's fresh row, the others as they were, an unknown row last
+        f"| {vacuum.label} | 0.78 | ≤ 1.00 met |",
+        f"| {warm_tiny.label} | 1.48 | ≤ 0.50 NOT MET |",
+        f"| {fresh_tiny.label} | 1.03 | ≤ 0.90 NOT MET |",
+        "| a measure no longer in the suite | 2.00 |  |",
+    ]
+    assert text.startswith("intro\n\n") and text.endswith(f"{suite.END}\n\nafter\n")
+    # a run that measured every row of the block keeps no older note
+    suite.write_docs(str(doc), suite.docs_table({"fresh_tiny_vs_delta_rs": 0.9}), "2026-11-30", ["fresh"])
+    only = tmp_path / "only.md"
+    only.write_text(f"{suite.START}\nold note\n\n| measure | ratio | target |\n|---|---|---|\n{suite.END}\n")
+    suite.write_docs(str(only), suite.docs_table({"fresh_tiny_vs_delta_rs": 0.9}), "2026-11-30", ["fresh"])
+    assert only.read_text().splitlines()[1] == (
+        "The fresh lines measured by `make bench` on 2026-11-30 (2 cores, alternating order)."
+    )
