@@ -13,7 +13,7 @@ sequence until something imports pandas through it again.
 
 ``numpy_hidden`` is the same for numpy, for a while: what is imported meanwhile (pyarrow, in a spark-free VACUUM
 and in the bin workers' fork server) loads without it. ``one_blas_thread`` keeps numpy's OpenBLAS to one thread
-in those processes.
+in those processes, and ``no_huge_pages`` Arrow's allocator to the system's usual pages.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["block", "blocked", "numpy_hidden", "one_blas_thread", "unblock"]
+__all__ = ["block", "blocked", "no_huge_pages", "numpy_hidden", "one_blas_thread", "unblock"]
 
 
 class _Refusal:
@@ -93,3 +93,13 @@ def one_blas_thread() -> None:
     fork server, on a 2-core machine the very cores their imports need (docs/performance.md, "Issue 45, the log
     read once"). Nothing we run calls BLAS."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def no_huge_pages() -> None:
+    """No transparent huge pages for Arrow's allocator (mimalloc, pyarrow's default pool) in the console script's
+    process and what it starts, unless the user set it; read as pyarrow loads, so called before. mimalloc asks
+    the kernel for 2 MB pages, and each first touch of one zeroes it in the kernel, after a compaction of memory
+    when none is free: in a fresh ``optimize`` of 5,000 tiny files that was 0.25-0.5 s of kernel time across
+    the driver and its bin workers, on cores the bins need (docs/performance.md, "Issue 45, huge pages and
+    forking the workers from the CLI"). Arrow's buffers here are a few MB at a time; 4 KB pages serve them."""
+    os.environ.setdefault("MIMALLOC_ALLOW_THP", "0")

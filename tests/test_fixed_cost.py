@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -179,10 +180,28 @@ def test_pyarrow_converts_without_pandas_once_refused_and_keeps_its_integration_
     assert r.stdout.split() == [str(blocked), str(not blocked), "timestamp[ns]"]
 
 
-def test_a_fresh_optimize_imports_neither_pandas_nor_deltalake(tmp_path):
-    """The console script's OPTIMIZE of a local table starts the bin workers' fork server early, imports pandas
-    in neither process (``-X importtime`` is inherited by the server: both report on stderr), reads the log
-    without deltalake, keeps OpenBLAS to one thread, and the table keeps its rows, as deltalake reads them."""
+#: The console script's main with bins of four files or more paying for processes (``MIN_FILES``), and what
+#: is left of its processes at the end: whether it started a fork server, its live children, its pid.
+PREFORK_PROBE = """
+import json, multiprocessing, os, sys
+from multiprocessing import forkserver
+import dbt_delta_optimize.cli.main as m
+from dbt_delta_optimize.engine import bin_processes
+bin_processes.MIN_FILES = 4
+m.exit_process = lambda code: print(json.dumps({
+    "code": code, "modules": sorted(sys.modules), "blas": os.environ.get("OPENBLAS_NUM_THREADS"),
+    "thp": os.environ.get("MIMALLOC_ALLOW_THP"), "server": forkserver._forkserver._forkserver_pid,
+    "children": len(multiprocessing.active_children()), "pid": os.getpid(),
+}))
+m.main(sys.argv[1:])
+"""
+
+
+def test_a_fresh_optimize_forks_its_workers_and_imports_neither_pandas_nor_deltalake(tmp_path):
+    """The console script's OPTIMIZE of a local table forks its bin workers itself as it starts (no fork server,
+    ``bin_processes.prefork``), its bins run in them, and none is left at the end; it imports pandas nowhere
+    (``-X importtime`` is inherited by the workers), reads the log without deltalake, keeps OpenBLAS to one
+    thread and Arrow's allocator off huge pages, and the table keeps its rows, as deltalake reads them."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
@@ -191,19 +210,24 @@ def test_a_fresh_optimize_imports_neither_pandas_nor_deltalake(tmp_path):
         write_deltalake(path, pa.table({"id": [i, i + 10], "p": ["a", "b"]}), partition_by=["p"], mode="append")
     expected = sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    env.pop("OPENBLAS_NUM_THREADS", None)
-    argv = [sys.executable, "-X", "importtime", "-c", PROBE, "optimize", path, "--json"]
+    for name in ("OPENBLAS_NUM_THREADS", "MIMALLOC_ALLOW_THP"):
+        env.pop(name, None)
+    argv = [sys.executable, "-X", "importtime", "-c", PREFORK_PROBE, "-v", "optimize", path, "--json"]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     *out, last = r.stdout.strip().splitlines()
-    assert json.loads(last)["code"] == 0
+    probe = json.loads(last)
+    assert probe["code"] == 0
     assert json.loads("\n".join(out))["numFilesRemoved"] == 8
+    pids = {int(p) for p in re.findall(r"bin \S+ rewritten in \S+ by \S+ on \S+ \(pid (\d+)\)", r.stderr)}
+    assert len(pids) >= 1 and probe["pid"] not in pids, "the bins did not run in worker processes"
+    assert probe["server"] is None and probe["children"] == 0  # forked by the CLI itself; every one joined
     imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
-    assert "dbt_delta_optimize.engine.fork_server_init" in imported  # the server started, and reported
-    modules = set(json.loads(last)["modules"])
+    assert "dbt_delta_optimize.engine.fork_server_init" not in imported
+    modules = set(probe["modules"])
     assert "pandas" not in modules
     assert "deltalake" not in modules  # the log read by our own replay alone (snapshot.LEAN_REPLAY_ROWS)
-    assert json.loads(last)["blas"] == "1"  # set before numpy loads, and inherited by the fork server
+    assert probe["blas"] == "1" and probe["thp"] == "0"  # both set before pyarrow and numpy load
     assert not modules & {"urllib.request", "http.client", "xml.etree.ElementTree"}  # the jars' download only
     assert not {m for m in imported if m.startswith("pandas.")}, "pandas was imported"
     table = DeltaTable(path)

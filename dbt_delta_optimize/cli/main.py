@@ -14,7 +14,7 @@ from typing import NoReturn
 import click
 
 from ..no_pandas import block as block_pandas
-from ..no_pandas import one_blas_thread
+from ..no_pandas import no_huge_pages, one_blas_thread
 from ..process_exit import exit_process, status_of
 from .common import (
     EXIT_CODES_HELP,
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """The console script's entry point: run the command, then end the process with its exit code."""
     owns_process(True)
     one_blas_thread()
+    no_huge_pages()
     block_pandas()  # our own process: pyarrow's conversions need no pandas (no_pandas)
     try:
         cli.main(args=argv, prog_name="dbt-delta-optimize")

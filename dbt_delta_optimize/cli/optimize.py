@@ -35,21 +35,28 @@ def _settings(kind: Kind, options: OptimizeOptions | None = None, auto: Any = No
     return {"settings": effective_dict(effective_settings(kind, active_conf(), options, auto, given="flag"))}
 
 
-def _start_workers_early(table: str, options: OptimizeOptions) -> None:
-    """In the console script's own process, for a table on the local disk: start the fork server the bin workers
-    fork from now, while the log is read and the bins are planned. Its imports take about 0.2 s, which the
-    rewrite would otherwise wait for (docs/performance.md, "Issue 45, a fresh process without pandas"). The
-    server is the process's: a run whose bins do not pay for processes leaves it idle."""
+def _start_workers_early(table: str, options: OptimizeOptions) -> bool:
+    """In the console script's own process, for a table on the local disk: fork the bin workers now, before the
+    log is read (``bin_processes.prefork``: no thread runs yet), or else start the fork server they would fork
+    from, while the log is read and the bins are planned. Either way the rewrite does not wait for their imports
+    (docs/performance.md, "Issue 45, huge pages and forking the workers from the CLI"). True when workers were
+    forked: the caller ends them if the run does not take them (``close_preforked``)."""
     from ..delta.storage import LocalStorage, storage_of
-    from ..engine.session import is_path
+    from ..engine.session import embedded_parallelism, is_path
 
     if not owns_process() or options.task_runner not in (None, "auto") or not is_path(table):
-        return
+        return False
     if not isinstance(storage_of(table), LocalStorage):  # processes are for local tables only (``pays``)
-        return
-    from ..engine.fork_server import start_fork_server
+        return False
+    from ..engine.bin_processes import prefork, start_fork_server
 
+    workers = (
+        embedded_parallelism() if options.max_threads is None else min(embedded_parallelism(), options.max_threads)
+    )
+    if prefork(workers):
+        return True
     start_fork_server()
+    return False
 
 
 def _zorder_columns(zorder_by: str | None) -> list[str] | None:
@@ -97,8 +104,17 @@ def optimize(
         "options": optimize_options(settings),
         "storage_options": storage_options(),
     }
-    if not dry_run:
-        _start_workers_early(table, args["options"])  # first: the server's imports overlap ours below
+    forked = not dry_run and _start_workers_early(table, args["options"])  # first: before any thread starts
+    try:
+        _optimize(table, args, dry_run=dry_run, show_files=show_files, as_json=as_json)
+    finally:
+        if forked:
+            from ..engine.bin_processes import close_preforked
+
+            close_preforked()
+
+
+def _optimize(table: str, args: dict[str, Any], *, dry_run: bool, show_files: bool, as_json: bool) -> None:
     from ..ops.optimize import optimize as run
     from ..ops.optimize import plan_optimize
 

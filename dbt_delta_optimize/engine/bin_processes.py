@@ -10,7 +10,10 @@ process could hold).
 
 The processes are forked by multiprocessing's fork server, which imports pyarrow and the task code
 once per Python process (a warm session pays that once; a fork then costs milliseconds) and has no
-thread of ours, no JVM gateway and no open table in it. Unlike multiprocessing's own children, ours do
+thread of ours, no JVM gateway and no open table in it. The console script forks its workers itself
+instead (``prefork``), as it starts, before it has a thread or an open table: no server process to
+start, import into and fork from (0.2 s of CPU on a 2-core machine's busy cores, docs/performance.md,
+"Issue 45, huge pages and forking the workers from the CLI"). Unlike multiprocessing's own children, ours do
 not run the caller's ``__main__`` again (a script without a ``__main__`` guard, or dbt's entry point,
 would run or import it once per process): ``_Popen`` leaves it out of what a child prepares. That is
 the fork server's ``Popen._launch``, the same in CPython 3.10 to 3.13; other versions use threads.
@@ -23,9 +26,12 @@ process, and its partial file is the rewriter's to delete; a process that dies f
 
 from __future__ import annotations
 
+import importlib
 import io
 import logging
+import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -41,9 +47,13 @@ __all__ = [
     "MIN_FILES",
     "STUCK_SECONDS",
     "BinProcesses",
+    "close_preforked",
     "fork_server_running",
     "pays",
+    "prefork",
+    "preforked",
     "start_fork_server",
+    "take_preforked",
 ]
 
 log = logging.getLogger(__name__)
@@ -105,12 +115,13 @@ class _Context(context.ForkServerContext):
 def pays(tasks: Sequence[BinTask], *, workers: int, local: bool, warm: bool | None = None) -> bool:
     """Whether a batch's bins should run in worker processes: a local table, two or more workers and bins,
     and many small input files (else the driver's threads do as well without a process to fork). ``warm``:
-    whether the fork server runs already (by default, whether it does now)."""
+    whether processes are ready to fork or forked (by default, whether the fork server runs now or the console
+    script's preforked workers wait)."""
     if not local or workers < 2 or len(tasks) < 2 or (os.cpu_count() or 1) < 2 or not supported():
         return False
     files = sum(len(t.inputs) for t in tasks)
     size = sum(f.size for t in tasks for f in t.inputs)
-    warm = fork_server_running() if warm is None else warm
+    warm = (fork_server_running() or preforked()) if warm is None else warm
     return files >= MIN_FILES and size <= (MAX_MEAN_FILE_BYTES if warm else COLD_MAX_MEAN_FILE_BYTES) * files
 
 
@@ -148,11 +159,13 @@ class BinProcesses:
         self._running = threading.Lock()  #: held by ``run``: ``close`` waits for it (bounded) before it ends them
 
     # ------------------------------------------------------------------ processes
-    def _start(self) -> _Worker:
+    def _start(self, *, fork: bool = False) -> _Worker:
+        """A new worker process: forked from the fork server, or from this process when ``fork`` (``prefork``)."""
         from ..tasks.worker import serve_bins
 
-        parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(target=serve_bins, args=(child, self.stop), name="OptimizeBin", daemon=True)
+        ctx: Any = multiprocessing.get_context("fork") if fork else self._ctx
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=serve_bins, args=(child, self.stop), name="OptimizeBin", daemon=True)
         try:
             process.start()
         finally:
@@ -160,6 +173,14 @@ class BinProcesses:
         worker = _Worker(process, parent)
         self._live.append(worker)
         return worker
+
+    def _fit(self, workers: int) -> None:
+        """At most ``workers`` processes from now on: idle ones beyond that are ended (a preforked pool
+        taken by a run with fewer bins or threads than it has processes)."""
+        self.workers = workers
+        for worker in [w for w in self._live if w.task is None][: max(0, len(self._live) - workers)]:
+            self._tell_to_end(worker)
+            self._end(worker, kill=False)
 
     def _end(self, worker: _Worker, *, kill: bool) -> None:
         """Join a worker's process (killed first when ``kill``), close its pipe, and forget it."""
@@ -313,3 +334,55 @@ class BinProcesses:
         alive = [p for p in self._ended if p.is_alive()]
         if alive:
             log.warning("%d bin process(es) did not end after being killed (an uninterruptible read?)", len(alive))
+
+
+#: The console script's pool, forked as it starts (``prefork``) and not yet taken by its run.
+_PREFORKED: list[BinProcesses] = []
+
+
+def prefork(workers: int) -> bool:
+    """Fork ``workers`` bin processes from this process now, for the run about to start (``take_preforked``);
+    False (nothing done) where ``pays`` would never choose processes, or where a fork would copy a thread.
+
+    For the console script only, as a command starts: no thread of Python's runs yet, nor any native one but
+    jemalloc's background thread (pyarrow's; it takes its locks around a fork), no JVM, no open table. What
+    a worker needs is imported here first (``PRELOAD``, but the fork server's own set-up), so each child
+    starts with it. The caller ends the pool if its run did not take it (``close_preforked``)."""
+    if _PREFORKED or workers < 2 or (os.cpu_count() or 1) < 2 or not supported():
+        return False
+    if threading.active_count() > 1:
+        return False
+    for name in PRELOAD[1:]:
+        importlib.import_module(name)
+    for stream in (sys.stdout, sys.stderr):  # a child's exit flushes what it inherited: nothing, then
+        stream.flush()
+    pool = BinProcesses(workers)
+    try:
+        for _ in range(workers):
+            pool._start(fork=True)
+    except Exception:  # no process (out of memory, a process limit): the fork server's, later
+        pool.close()
+        log.debug("forking the bin processes failed", exc_info=True)
+        return False
+    _PREFORKED.append(pool)
+    return True
+
+
+def preforked() -> bool:
+    """Whether this process forked bin processes that no run has taken yet."""
+    return bool(_PREFORKED)
+
+
+def take_preforked(workers: int) -> BinProcesses | None:
+    """The preforked pool, with at most ``workers`` processes, for a run to use and close; None if there is none."""
+    if not _PREFORKED:
+        return None
+    pool = _PREFORKED.pop()
+    pool._fit(workers)
+    return pool
+
+
+def close_preforked() -> None:
+    """End the preforked pool if no run took it (joining every process)."""
+    while _PREFORKED:
+        _PREFORKED.pop().close()

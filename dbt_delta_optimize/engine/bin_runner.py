@@ -25,7 +25,7 @@ from ..delta.storage import LocalStorage
 from ..errors import DataFileError, DeltaOptimizeError, StorageAccessError
 from ..plan.planner import Bin
 from ..tasks.messages import BinTask, Failed, Fallback, NotStarted, Rewritten
-from .bin_processes import BinProcesses, fork_server_running, pays, start_fork_server
+from .bin_processes import BinProcesses, fork_server_running, pays, start_fork_server, take_preforked
 from .bin_rewriter import BinResult, BinRewriter
 from .data_files import diagnose_inputs
 from .gc_pause import collector_paused
@@ -96,7 +96,7 @@ class BinRunner:
             self.processes.close()
             self.processes = None
         if self.processes is None:
-            self.processes = BinProcesses(workers)
+            self.processes = take_preforked(workers) or BinProcesses(workers)
         return self.processes
 
     def release(self) -> None:

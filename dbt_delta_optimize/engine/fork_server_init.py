@@ -1,5 +1,6 @@
 """Imported first by the bin processes' fork server (``fork_server.PRELOAD``), so that every worker forked
-from it has the same: pandas refused (``no_pandas``), and pyarrow loaded without numpy.
+from it has the same: pandas refused (``no_pandas``), Arrow's allocator without huge pages, and pyarrow loaded
+without numpy.
 
 Both are imports that server's start would otherwise pay, and a fresh run's first bin waits for that start
 (docs/performance.md, "Issue 45, a fresh process without pandas" and "Issue 45, the log read once"): pandas
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from ..no_pandas import block, numpy_hidden
+from ..no_pandas import block, no_huge_pages, numpy_hidden
 
 #: The pyarrow modules a bin uses, loaded here while numpy is hidden (each imports numpy when it can).
 PYARROW_MODULES = ("pyarrow", "pyarrow.parquet", "pyarrow.compute")
@@ -30,4 +31,5 @@ def load_pyarrow_without_numpy() -> bool:
 
 
 block()
+no_huge_pages()
 load_pyarrow_without_numpy()
