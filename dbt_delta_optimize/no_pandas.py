@@ -28,7 +28,16 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["block", "blocked", "no_huge_pages", "numpy_hidden", "one_blas_thread", "unblock"]
+__all__ = [
+    "PYARROW_MODULES",
+    "block",
+    "blocked",
+    "load_pyarrow_without_numpy",
+    "no_huge_pages",
+    "numpy_hidden",
+    "one_blas_thread",
+    "unblock",
+]
 
 
 class _Refusal:
@@ -84,6 +93,23 @@ def numpy_hidden() -> Iterator[None]:
     finally:
         if "numpy" in sys.modules and sys.modules["numpy"] is None:
             del sys.modules["numpy"]
+
+
+#: The pyarrow modules a bin (and the driver's planning) uses, loaded while numpy is hidden (each imports numpy
+#: when it can).
+PYARROW_MODULES = ("pyarrow", "pyarrow.parquet", "pyarrow.compute")
+
+
+def load_pyarrow_without_numpy() -> bool:
+    """Import ``PYARROW_MODULES`` with numpy hidden, then let numpy be imported again; False (nothing done)
+    when pyarrow or numpy is loaded already. Afterwards ``Array.to_numpy`` and ``pa.array(ndarray)`` raise in
+    this process (and in what it forks): only code that hands pyarrow no numpy object may run in it."""
+    if "pyarrow" in sys.modules or "numpy" in sys.modules:
+        return False
+    with numpy_hidden():
+        for name in PYARROW_MODULES:
+            __import__(name)
+    return True
 
 
 def one_blas_thread() -> None:

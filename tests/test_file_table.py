@@ -90,3 +90,39 @@ def test_from_files_round_trips_and_sorts_by_path(checkpointed):
     assert table.paths == sorted(f.path for f in files) and table.versions.to_pylist() == [7] * len(files)
     assert [table.file(i) for i in range(len(table))] == sorted(files, key=lambda f: f.path)
     assert len(FileTable.from_files(())) == 0 and FileTable.from_files(()).partition_keys(["part"]) == set()
+
+
+def test_files_convert_every_field_as_from_json_does():
+    """``FileTable.files`` converts a column at a time; each AddFile equals what ``AddFile.from_json`` makes of the
+    same add: deletion vectors (with and without an offset), tags, row tracking, a clustering provider, a null
+    partition value, dataChange false, no stats; and an add without a size is an error, as there."""
+    from dbt_delta_optimize.delta.actions import AddFile, DeletionVector
+    from dbt_delta_optimize.delta.checkpoint_adds import add_type
+    from dbt_delta_optimize.delta.file_table import FileTable
+
+    files = [
+        AddFile("a.parquet", {"p": "1", "q": None}, 10, 1700, stats='{"numRecords":3}', tags={"t": "x"}),
+        AddFile(
+            "b.parquet",
+            {"p": "2", "q": "z"},
+            20,
+            1800,
+            data_change=False,
+            deletion_vector=DeletionVector("u", "ab^cd", 34, 2, offset=1),
+            base_row_id=7,
+            default_row_commit_version=4,
+            clustering_provider="liquid",
+        ),
+        AddFile(
+            "c.parquet", {}, 30, 0, deletion_vector=DeletionVector("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@(", 30, 1)
+        ),
+    ]
+    table = FileTable.from_files(files)
+    assert table.files([2, 0, 1]) == [files[2], files[0], files[1]]
+    assert table.files([0, 1, 2]) == [AddFile.from_json(f.to_json()) for f in files]
+    no_size = {**files[0].to_json(), "size": None}
+    broken = FileTable(pa.array([no_size], type=add_type()), pa.array([0], pa.int64()))
+    with pytest.raises(KeyError):
+        AddFile.from_json({k: v for k, v in no_size.items() if v is not None})
+    with pytest.raises(KeyError):
+        broken.files([0])

@@ -192,22 +192,36 @@ m.exit_process = lambda code: print(json.dumps({
     "code": code, "modules": sorted(sys.modules), "blas": os.environ.get("OPENBLAS_NUM_THREADS"),
     "thp": os.environ.get("MIMALLOC_ALLOW_THP"), "server": forkserver._forkserver._forkserver_pid,
     "children": len(multiprocessing.active_children()), "pid": os.getpid(),
+    "arrow_numpy": getattr(sys.modules.get("pyarrow.lib"), "np", None) is not None,
 }))
 m.main(sys.argv[1:])
 """
 
 
-def test_a_fresh_optimize_forks_its_workers_and_imports_neither_pandas_nor_deltalake(tmp_path):
+def test_a_fresh_optimize_forks_its_workers_and_imports_neither_pandas_nor_deltalake_nor_numpy(tmp_path):
     """The console script's OPTIMIZE of a local table forks its bin workers itself as it starts (no fork server,
     ``bin_processes.prefork``), its bins run in them, and none is left at the end; it imports pandas nowhere
     (``-X importtime`` is inherited by the workers), reads the log without deltalake, keeps OpenBLAS to one
-    thread and Arrow's allocator off huge pages, and the table keeps its rows, as deltalake reads them."""
+    thread and Arrow's allocator off huge pages, and the table keeps its rows, as deltalake reads them.
+
+    The driver never imports numpy (``cli.optimize._arrow_without_numpy``): not to read the stats of the removed
+    files from delta-rs's checkpoint (``LazyFields.read``), not to plan, and not to write the checkpoint its own
+    commit is due (interval 2), which deltalake then reads."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
     path = str(tmp_path / "t")
     for i in range(4):
-        write_deltalake(path, pa.table({"id": [i, i + 10], "p": ["a", "b"]}), partition_by=["p"], mode="append")
+        write_deltalake(
+            path,
+            pa.table({"id": [i, i + 10], "p": ["a", "b"]}),
+            partition_by=["p"],
+            mode="append",
+            configuration={"delta.checkpointInterval": "2"},
+        )
+        if i == 2:
+            DeltaTable(path).create_checkpoint()
+    assert os.path.exists(f"{path}/_delta_log/00000000000000000002.checkpoint.parquet")  # the stats read from it
     expected = sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     for name in ("OPENBLAS_NUM_THREADS", "MIMALLOC_ALLOW_THP"):
@@ -227,7 +241,9 @@ def test_a_fresh_optimize_forks_its_workers_and_imports_neither_pandas_nor_delta
     modules = set(probe["modules"])
     assert "pandas" not in modules
     assert "deltalake" not in modules  # the log read by our own replay alone (snapshot.LEAN_REPLAY_ROWS)
-    assert probe["blas"] == "1" and probe["thp"] == "0"  # both set before pyarrow and numpy load
+    assert "numpy" not in modules and not probe["arrow_numpy"]  # pyarrow loaded without it, and nothing asked for it
+    assert os.path.exists(f"{path}/_delta_log/00000000000000000004.checkpoint.parquet")  # ours, written numpy-free
+    assert probe["blas"] == "1" and probe["thp"] == "0"  # both set before pyarrow loads
     assert not modules & {"urllib.request", "http.client", "xml.etree.ElementTree"}  # the jars' download only
     assert not {m for m in imported if m.startswith("pandas.")}, "pandas was imported"
     table = DeltaTable(path)

@@ -50,6 +50,7 @@ def _start_workers_early(table: str, options: OptimizeOptions) -> bool:
         return False
     from ..engine.bin_processes import prefork, start_fork_server
 
+    _arrow_without_numpy()
     workers = (
         embedded_parallelism() if options.max_threads is None else min(embedded_parallelism(), options.max_threads)
     )
@@ -57,6 +58,21 @@ def _start_workers_early(table: str, options: OptimizeOptions) -> bool:
         return True
     start_fork_server()
     return False
+
+
+def _arrow_without_numpy() -> None:
+    """Load pyarrow without numpy in this process (``no_pandas.load_pyarrow_without_numpy``), unless the run is on
+    Spark Connect (its Python client converts through numpy). numpy's import is 40-50 ms of a fresh run's serial
+    start, before the log is read (docs/performance.md, "Issue 45, a driver without numpy"); the planner, the log
+    reads and the checkpoint hand pyarrow no numpy object (``delta.arrow_arrays``), nor do the bins, which the
+    workers forked from here run. numpy stays importable (a deletion vector's decoding uses it)."""
+    import os
+
+    from ..engine.session import REMOTE_ENV
+    from ..no_pandas import load_pyarrow_without_numpy
+
+    if not os.environ.get(REMOTE_ENV):
+        load_pyarrow_without_numpy()
 
 
 def _zorder_columns(zorder_by: str | None) -> list[str] | None:

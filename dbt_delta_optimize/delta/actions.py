@@ -281,6 +281,41 @@ class AddFile:
             clustering_provider=d.get("clusteringProvider"),
         )
 
+    @classmethod
+    def from_row(
+        cls,
+        path: str | None,
+        partition_values: list[tuple[str, str | None]] | None,
+        size: int | None,
+        modification_time: int | None,
+        data_change: bool | None,
+        stats: str | None,
+        tags: list[tuple[str, str]] | None,
+        deletion_vector: dict[str, Any] | None,
+        base_row_id: int | None,
+        default_row_commit_version: int | None,
+        clustering_provider: str | None,
+    ) -> AddFile:
+        """One add's fields as Arrow's columns give them (maps as pairs, in ``checkpoint_adds.add_type``'s order): the
+        AddFile ``from_json`` makes of that add, without a dict per row (``FileTable.files``). A missing path or
+        size is an error, as there; null fields take the protocol's defaults."""
+        if path is None or size is None:
+            raise KeyError("path" if path is None else "size")
+        dv = {k: v for k, v in deletion_vector.items() if v is not None} if deletion_vector else None
+        return cls(
+            path=path,
+            partition_values=dict(partition_values) if partition_values else {},
+            size=int(size),
+            modification_time=int(modification_time or 0),
+            data_change=True if data_change is None else bool(data_change),
+            stats=stats,
+            tags=dict(tags) if tags else {},
+            deletion_vector=DeletionVector.from_json(dv),
+            base_row_id=base_row_id,
+            default_row_commit_version=default_row_commit_version,
+            clustering_provider=clustering_provider,
+        )
+
     def remove(self, deletion_timestamp: int, *, data_change: bool = False) -> RemoveFile:
         """The RemoveFile that retires this file, carrying its metadata over (extendedFileMetadata)."""
         return RemoveFile(

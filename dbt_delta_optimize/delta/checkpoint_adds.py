@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from .actions import ADD
+from .arrow_arrays import bounds
 from .checkpoint_v2 import CheckpointFiles, checkpoint_files
 from .storage import Storage
 
@@ -189,41 +190,38 @@ class LazyFields:
 
     def read(self, fields: Sequence[str], rows: Any | None = None) -> Any:
         """A StructArray of ``fields`` for FileTable ``rows`` (all rows when None), in that order."""
-        import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         target = sub_type(fields)
         wanted = self.rows if rows is None else self.rows.take(rows)
-        sources = wanted.to_numpy(zero_copy_only=False)
-        order = np.argsort(sources, kind="stable")
-        ordered = sources[order]
+        order = pc.sort_indices(wanted)  # stable; Arrow's kernels, not numpy's (``delta.arrow_arrays``)
+        ordered = wanted.take(order)
         pieces = []
         start = 0
         for part in self._parts(fields, target, ordered):
-            lo, hi = np.searchsorted(ordered, [start, start + len(part)])
+            lo, hi = bounds(ordered, start, start + len(part))
             if hi > lo:
-                pieces.append(part.take(pa.array(ordered[lo:hi] - start)))
+                pieces.append(part.take(pc.subtract(ordered.slice(lo, hi - lo), pa.scalar(start, pa.int64()))))
             start += len(part)
         values = pa.concat_arrays(pieces) if pieces else pa.array([], target)
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
-        return values.take(pa.array(inverse))
+        return values.take(pc.sort_indices(order))  # the inverse of the permutation ``order``
 
     def iter_read(self, fields: Sequence[str]) -> Iterator[Any]:
         """``read`` of every row, one checkpoint row group at a time, in the log's order (not the table's):
         for a pass over every value (health's stats) without the whole column in memory."""
-        import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         target = sub_type(fields)
-        ordered = np.sort(self.rows.to_numpy(zero_copy_only=False))
+        ordered = self.rows.take(pc.sort_indices(self.rows))
         start = 0
         for part in self._parts(fields, target, ordered):
-            lo, hi = np.searchsorted(ordered, [start, start + len(part)])
+            lo, hi = bounds(ordered, start, start + len(part))
             if hi > lo and hi - lo == len(part):  # every row of the part (positions are distinct): no copy
                 yield part
             elif hi > lo:
-                yield part.take(pa.array(ordered[lo:hi] - start))
+                yield part.take(pc.subtract(ordered.slice(lo, hi - lo), pa.scalar(start, pa.int64())))
             start += len(part)
 
     def no_map_entries(self, name: str) -> bool:
@@ -252,7 +250,7 @@ class LazyFields:
 
     def _parts(self, fields: Sequence[str], target: Any, ordered: Any) -> Any:
         """Checkpoint parts (one row group at a time; skipped when no row asked lies in it), then the commits'."""
-        if len(ordered) and ordered[0] < self.checkpoint_size:
+        if len(ordered) and ordered[0].as_py() < self.checkpoint_size:
             yield from self._checkpoint_parts(fields, target)
         else:
             yield _Skipped(self.checkpoint_size)

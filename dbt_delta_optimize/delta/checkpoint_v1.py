@@ -33,6 +33,7 @@ from urllib.parse import unquote
 
 from ..options.values import parse_interval_ms
 from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, REMOVE, TXN
+from .arrow_arrays import all_false, mask_without
 from .checkpoint_adds import add_type
 from .checkpoint_v2 import all_null, checkpoint_files, is_v2_policy, write_v2_from_table
 from .log import LOG_DIR, LogCache
@@ -266,18 +267,16 @@ def _all_fields(snapshot: Snapshot) -> Any:
 
 
 def _without_data_change(adds: Any) -> Any:
-    import numpy as np
     import pyarrow as pa
 
     index = adds.type.get_field_index("dataChange")
     children = [adds.field(i) for i in range(adds.type.num_fields)]
-    children[index] = pa.array(np.zeros(len(adds), np.bool_))
+    children[index] = all_false(len(adds))
     return pa.StructArray.from_arrays(children, fields=list(adds.type))
 
 
 def _live_adds(snapshot: Snapshot, replay: _Replay) -> Any:
     """The snapshot's live adds less those the commits after it removed or added again, then theirs."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -294,9 +293,7 @@ def _live_adds(snapshot: Snapshot, replay: _Replay) -> Any:
                 for i, row in zip(hits.to_pylist(), rows)
                 if _key(row) in replay.removed or unquote(row["path"]) in again
             }
-            keep = np.ones(len(adds), np.bool_)
-            keep[sorted(drop)] = False
-            adds = adds.filter(pa.array(keep))
+            adds = adds.filter(mask_without(len(adds), drop))
     if replay.added:
         adds = pa.concat_arrays([adds, pa.array(list(replay.added.values()), add_type())])
     return _without_data_change(adds)

@@ -16,6 +16,7 @@ from typing import Any, overload
 from urllib.parse import unquote
 
 from .actions import ADD, AddFile, DeletionVector
+from .arrow_arrays import repeated_int64
 from .checkpoint_adds import LazyFields, add_type, checkpoint_adds, lean_type
 from .log import LogCache, LogListing, commit_path, in_order, parse_commit, read_threads
 from .storage import Storage
@@ -245,26 +246,19 @@ class FileTable:
         return self.files([i])[0]
 
     def files(self, rows: Sequence[int]) -> list[AddFile]:
-        """The AddFiles of some rows, converted from Arrow in one call (not a scalar access per field)."""
+        """The AddFiles of some rows, converted from Arrow a column at a time (no dict per row, no scalar per field):
+        3.3 us a file against 6.2 through a dict per row (docs/performance.md, "Issue 45, a driver without numpy")."""
         import pyarrow as pa
 
         indices = pa.array(rows, pa.int64())
-        records = self.adds.take(indices).to_pylist()
+        taken = self.adds.take(indices)
+        columns = {f.name: taken.field(f.name).to_pylist() for f in taken.type}
         missing = self._missing()
         if [m for m in missing if m not in self._loaded]:  # all of them for every row, once
             self._load([m for m in missing if m not in self._loaded])
-        extra = {m: self._loaded[m].take(indices).to_pylist() for m in missing}
-        extra.update({m: [None] * len(records) for m in self.null_fields})
-        out = []
-        for k, row in enumerate(records):
-            for m, values in extra.items():
-                row[m] = values[k]
-            row["partitionValues"] = dict(row.get("partitionValues") or [])
-            row["tags"] = dict(row.get("tags") or [])
-            dv = row.get("deletionVector")
-            row["deletionVector"] = {k2: v for k2, v in dv.items() if v is not None} if dv else None
-            out.append(AddFile.from_json({k2: v for k2, v in row.items() if v is not None}))
-        return out
+        columns.update({m: self._loaded[m].take(indices).to_pylist() for m in missing})
+        nulls = [None] * len(indices)  # a field known null in every row (``null_fields``)
+        return [AddFile.from_row(*values) for values in zip(*(columns.get(f.name, nulls) for f in add_type()))]
 
     def deletion_vector(self, i: int) -> DeletionVector | None:
         return self.file(i).deletion_vector
@@ -295,12 +289,19 @@ def _uniform_maps(pv: Any, columns: Sequence[str]) -> list[Any] | None:
 
 
 class RowSlice(Sequence[int]):
-    """``base[lo:hi]`` of a numpy array of rows, without the numpy view (a plan holds one per bin)."""
+    """``base[lo:hi]`` of an Arrow array of rows, made into Python ints once, when first read: a plan holds one
+    per bin, and a large table's rows are not held as Python ints until a bin runs."""
 
-    __slots__ = ("base", "hi", "lo")
+    __slots__ = ("_rows", "base", "hi", "lo")
 
     def __init__(self, base: Any, lo: int, hi: int) -> None:
         self.base, self.lo, self.hi = base, lo, hi
+        self._rows: list[int] | None = None
+
+    def _list(self) -> list[int]:
+        if self._rows is None:
+            self._rows = self.base.slice(self.lo, self.hi - self.lo).to_pylist()
+        return self._rows
 
     def __len__(self) -> int:
         return self.hi - self.lo
@@ -312,11 +313,10 @@ class RowSlice(Sequence[int]):
     def __getitem__(self, i: slice) -> Sequence[int]: ...
 
     def __getitem__(self, i: int | slice) -> int | Sequence[int]:
-        view = self.base[self.lo : self.hi]
-        return view[i] if isinstance(i, slice) else int(view[i])
+        return self._list()[i]
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self.base[self.lo : self.hi].tolist())
+        return iter(self._list())
 
 
 def _is_numpy(rows: Any) -> bool:
@@ -330,7 +330,7 @@ class FileView(Sequence[AddFile]):
 
     def __init__(self, table: FileTable, rows: Sequence[int] | None = None, *, total_size: int | None = None) -> None:
         self.table = table
-        # all rows as a range, and a numpy slice as it is: no Python int per file
+        # all rows as a range, and a RowSlice (or numpy array) as it is: no Python int per file until read
         self.rows: Sequence[int] = (
             range(len(table))
             if rows is None
@@ -365,8 +365,11 @@ class FileView(Sequence[AddFile]):
         return self._cache[row]
 
     def __iter__(self) -> Iterator[AddFile]:
-        for i in range(len(self.rows)):
-            yield self[i]
+        """A chunk at a time: each converted once (``__getitem__``), then read from the cache in row order."""
+        for start in range(0, len(self.rows), _CHUNK):
+            self[start]  # converts the chunk that starts here, unless done before
+            cache = self._cache if self._cache is not None else {}
+            yield from (cache[row] for row in self.rows[start : start + _CHUNK])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
@@ -485,9 +488,7 @@ def read_log_adds(
     cp = listing.checkpoint_at_or_before(version)
     names = listing.checkpoints[cp] if cp is not None else ()
     parts = checkpoint_adds(storage, root, names, before=before)
-    import numpy as np
-
-    part_versions = [pa.array(np.full(len(p), cp, np.int64)) for p in parts]  # pa.repeat would import pandas
+    part_versions = [repeated_int64(cp, len(p)) for p in parts] if cp is not None else []
     replay = _replay(storage, root, [v for v in listing.commits if (cp is None or v > cp) and v <= version], cache)
     commit_adds, added_in = replay.arrays()
     if replay.rows:

@@ -11,24 +11,9 @@ buffer), so numpy stays importable; only pyarrow's own numpy integration is left
 
 from __future__ import annotations
 
-import sys
+from ..no_pandas import PYARROW_MODULES, block, load_pyarrow_without_numpy, no_huge_pages
 
-from ..no_pandas import block, no_huge_pages, numpy_hidden
-
-#: The pyarrow modules a bin uses, loaded here while numpy is hidden (each imports numpy when it can).
-PYARROW_MODULES = ("pyarrow", "pyarrow.parquet", "pyarrow.compute")
-
-
-def load_pyarrow_without_numpy() -> bool:
-    """Import ``PYARROW_MODULES`` with numpy hidden, then let numpy be imported again; False (nothing done)
-    when pyarrow or numpy is loaded already."""
-    if "pyarrow" in sys.modules or "numpy" in sys.modules:
-        return False
-    with numpy_hidden():
-        for name in PYARROW_MODULES:
-            __import__(name)
-    return True
-
+__all__ = ["PYARROW_MODULES", "load_pyarrow_without_numpy"]
 
 block()
 no_huge_pages()

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any, Literal
 
 from ..delta.actions import AddFile
+from ..delta.arrow_arrays import runs
 from ..delta.file_table import FileTable, FileView, RawKey, RowSlice
 from .config import OptimizeConfig
 from .curve import ClusteringSpec
@@ -252,16 +252,22 @@ def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, m
 
 
 def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[Any, Any, Any]:
-    """(group, size, row) of every candidate as numpy arrays, sorted by group, then size, then path (rows
-    are in path order): no Python object per file."""
-    import numpy as np
+    """(group, size, row) of every candidate as Arrow arrays, sorted by group, then size, then path (rows
+    are in path order): no Python object per file, and no numpy (``delta.arrow_arrays``)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    rows = pc.indices_nonzero(mask).to_numpy().astype(np.int64)  # ascending: the last sort key comes free
-    groups = group_of_row.filter(mask).to_numpy(zero_copy_only=False)
-    sizes = table.column("size").filter(mask).to_numpy(zero_copy_only=False)
-    order = np.lexsort((sizes, groups))  # stable: equal (group, size) keep row (path) order
-    return groups[order], sizes[order], rows[order]
+    candidates = pa.table(
+        {
+            "group": group_of_row.filter(mask),
+            "size": table.column("size").filter(mask),
+            "row": pc.indices_nonzero(mask).cast(pa.int64()),  # ascending: path order
+        }
+    )
+    order = pc.sort_indices(candidates, sort_keys=[("group", "ascending"), ("size", "ascending"), ("row", "ascending")])
+    ordered = candidates.take(order)
+    group, size, row = (ordered.column(name).combine_chunks() for name in ("group", "size", "row"))
+    return group, size, row
 
 
 def _groups(keys: list[RawKey], normalize: Normalizer | None) -> list[int]:
@@ -326,26 +332,21 @@ def select_bins(
     keep_single = mode != "compaction"
     bins: list[Bin] = []
     skipped: list[Mapping[str, str | None]] = []
-    for start, end in _runs(groups):
-        group_rows = rows[start:end]  # a numpy view: a bin's rows are a slice of it
-        values = dict(zip(partition_columns, keys[codes[int(group_rows.min())].as_py()]))
-        if skip_partition is not None and skip_partition(FileView(table, group_rows)):
+    for start, end in runs(groups):
+        group_rows = rows.slice(start, end - start)  # a view: a bin's rows are a slice of it
+        values = dict(zip(partition_columns, keys[codes[pc.min(group_rows).as_py()].as_py()]))
+        if skip_partition is not None and skip_partition(FileView(table, group_rows.to_pylist())):
             skipped.append(values)
             continue
-        for lo, hi, n in next_fit_bounds(sizes[start:end].tolist(), max_bin):
-            if hi - lo > 1 or (hi > lo and (keep_single or int(group_rows[lo]) in heavy)):
+        for lo, hi, n in next_fit_bounds(sizes.slice(start, end - start).to_pylist(), max_bin):
+            if hi - lo > 1 or (hi > lo and (keep_single or group_rows[lo].as_py() in heavy)):
                 bins.append(Bin(values, FileView(table, RowSlice(rows, start + lo, start + hi), total_size=n)))
     every = pc.all(considered).as_py() is not False
     return Selected(
-        FileView(table, None if every else pc.indices_nonzero(considered).to_numpy()), tuple(bins), tuple(skipped)
+        FileView(table, None if every else _all_of(pc.indices_nonzero(considered))), tuple(bins), tuple(skipped)
     )
 
 
-def _runs(groups: Any) -> list[tuple[int, int]]:
-    """(start, end) of each run of equal values in a sorted numpy array."""
-    import numpy as np
-
-    if not len(groups):
-        return []
-    starts = np.flatnonzero(np.diff(groups)) + 1
-    return list(pairwise([0, *starts.tolist(), len(groups)]))
+def _all_of(rows: Any) -> RowSlice:
+    """Every row of an Arrow array of rows, as a sequence made into Python ints only when it is read."""
+    return RowSlice(rows, 0, len(rows))
