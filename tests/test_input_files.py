@@ -47,7 +47,7 @@ def test_columns_give_the_messages_addfiles_give(snapshot, keep_ids, rows):
         "list": [3, 7, 8, 21, 30, 39, 0],
         "range": range(5, 25),
         "numpy": np.array([2, 4, 6, 9, 12, 33]),
-        "slice": RowSlice(np.arange(40), 10, 31),
+        "slice": RowSlice(pa.array(range(40), pa.int64()), 10, 31),  # a bin of the planner: a slice of its rows
     }[rows]
     view = FileView(table, picked)
     got = bin_inputs(snapshot, view, keep_ids=keep_ids)
