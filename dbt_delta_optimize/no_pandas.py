@@ -97,7 +97,7 @@ def numpy_hidden() -> Iterator[None]:
 
 #: The pyarrow modules a bin (and the driver's planning) uses, loaded while numpy is hidden (each imports numpy
 #: when it can).
-PYARROW_MODULES = ("pyarrow", "pyarrow.parquet", "pyarrow.compute")
+PYARROW_MODULES = ("pyarrow", "pyarrow.parquet", "pyarrow._compute")
 
 
 def load_pyarrow_without_numpy() -> bool:

@@ -242,6 +242,8 @@ def test_a_fresh_optimize_forks_its_workers_and_imports_neither_pandas_nor_delta
     assert "pandas" not in modules
     assert "deltalake" not in modules  # the log read by our own replay alone (snapshot.LEAN_REPLAY_ROWS)
     assert "numpy" not in modules and not probe["arrow_numpy"]  # pyarrow loaded without it, and nothing asked for it
+    # nor pyarrow.compute (25-32 ms of wrappers), in the driver or its workers: their kernels by name (``arrow_kernels``)
+    assert "pyarrow.compute" not in modules and "pyarrow.compute" not in imported
     assert os.path.exists(f"{path}/_delta_log/00000000000000000004.checkpoint.parquet")  # ours, written numpy-free
     assert probe["blas"] == "1" and probe["thp"] == "0"  # both set before pyarrow loads
     assert not modules & {"urllib.request", "http.client", "xml.etree.ElementTree"}  # the jars' download only

@@ -96,6 +96,7 @@ RANK = {
     "errors": 0,
     "process_exit": 0,
     "no_pandas": 0,
+    "arrow_kernels": 0,
     "options": 1,
     "delta": 2,
     "plan": 3,

@@ -55,10 +55,10 @@ def bounds(ordered: Any, lo: int, hi: int) -> tuple[int, int]:
 
 def runs(ordered: Any) -> list[tuple[int, int]]:
     """(start, end) of each run of equal values in a sorted Arrow array (no nulls)."""
-    import pyarrow.compute as pc
+    from ..arrow_kernels import indices_nonzero, not_equal
 
     n = len(ordered)
     if not n:
         return []
-    changes = pc.indices_nonzero(pc.not_equal(ordered.slice(1), ordered.slice(0, n - 1))).to_pylist()
+    changes = indices_nonzero(not_equal(ordered.slice(1), ordered.slice(0, n - 1))).to_pylist()
     return list(pairwise([0, *(i + 1 for i in changes), n]))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from .. import arrow_kernels as ak
 from .actions import ADD
 from .arrow_arrays import bounds
 from .checkpoint_v2 import CheckpointFiles, checkpoint_files
@@ -80,7 +81,7 @@ def conform(adds: Any, target: Any | None = None) -> Any:
     for wanted in target:
         if wanted.name in present:
             child = adds.field(wanted.name)
-            children.append(child if child.type == wanted.type else child.cast(wanted.type))
+            children.append(child if child.type == wanted.type else ak.cast(child, wanted.type))
         else:
             children.append(pa.nulls(len(adds), wanted.type))
     return pa.StructArray.from_arrays(children, fields=list(target))
@@ -118,7 +119,6 @@ def iter_parts(
 ) -> Iterator[Any]:
     """``checkpoint_parts`` one row group at a time (no empty part)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     with storage.open_input(path) as fh:
@@ -137,7 +137,7 @@ def iter_parts(
             for adds in pf.read_row_group(group, columns=columns, use_threads=False).column(ADD).chunks:
                 column = pa.StructArray.from_arrays(adds.flatten(), names=[f.name for f in adds.type])
                 if column.field("path").null_count:  # rows of other actions: null leaves (no copy when none)
-                    column = column.filter(pc.is_valid(column.field("path")))
+                    column = ak.filter_(column, ak.is_valid(column.field("path")))
                 if len(column):
                     yield shape(column) if shape is not None else column
 
@@ -191,37 +191,35 @@ class LazyFields:
     def read(self, fields: Sequence[str], rows: Any | None = None) -> Any:
         """A StructArray of ``fields`` for FileTable ``rows`` (all rows when None), in that order."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         target = sub_type(fields)
-        wanted = self.rows if rows is None else self.rows.take(rows)
-        order = pc.sort_indices(wanted)  # stable; Arrow's kernels, not numpy's (``delta.arrow_arrays``)
-        ordered = wanted.take(order)
+        wanted = self.rows if rows is None else ak.take(self.rows, rows)
+        order = ak.sort_indices(wanted)  # stable; Arrow's kernels, not numpy's (``delta.arrow_arrays``)
+        ordered = ak.take(wanted, order)
         pieces = []
         start = 0
         for part in self._parts(fields, target, ordered):
             lo, hi = bounds(ordered, start, start + len(part))
             if hi > lo:
-                pieces.append(part.take(pc.subtract(ordered.slice(lo, hi - lo), pa.scalar(start, pa.int64()))))
+                pieces.append(ak.take(part, ak.subtract(ordered.slice(lo, hi - lo), pa.scalar(start, pa.int64()))))
             start += len(part)
         values = pa.concat_arrays(pieces) if pieces else pa.array([], target)
-        return values.take(pc.sort_indices(order))  # the inverse of the permutation ``order``
+        return ak.take(values, ak.sort_indices(order))  # the inverse of the permutation ``order``
 
     def iter_read(self, fields: Sequence[str]) -> Iterator[Any]:
         """``read`` of every row, one checkpoint row group at a time, in the log's order (not the table's):
         for a pass over every value (health's stats) without the whole column in memory."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         target = sub_type(fields)
-        ordered = self.rows.take(pc.sort_indices(self.rows))
+        ordered = ak.take(self.rows, ak.sort_indices(self.rows))
         start = 0
         for part in self._parts(fields, target, ordered):
             lo, hi = bounds(ordered, start, start + len(part))
             if hi > lo and hi - lo == len(part):  # every row of the part (positions are distinct): no copy
                 yield part
             elif hi > lo:
-                yield part.take(pc.subtract(ordered.slice(lo, hi - lo), pa.scalar(start, pa.int64())))
+                yield ak.take(part, ak.subtract(ordered.slice(lo, hi - lo), pa.scalar(start, pa.int64())))
             start += len(part)
 
     def no_map_entries(self, name: str) -> bool:

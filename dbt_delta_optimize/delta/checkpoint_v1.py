@@ -31,6 +31,7 @@ from functools import cache
 from typing import Any
 from urllib.parse import unquote
 
+from .. import arrow_kernels as ak
 from ..options.values import parse_interval_ms
 from .actions import ADD, DOMAIN_METADATA, METADATA, PROTOCOL, REMOVE, TXN
 from .arrow_arrays import all_false, mask_without
@@ -176,7 +177,6 @@ class _Replay:
 
 def _read_checkpoint(files: Storage, root: str, names: Sequence[str], replay: _Replay) -> None:
     """The checkpoint's non-add actions into ``replay``: only those columns, only row groups holding some."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     where = checkpoint_files(files, root, names)
@@ -200,7 +200,7 @@ def _read_checkpoint(files: Storage, root: str, names: Sequence[str], replay: _R
             table = pf.read_row_groups(groups, columns=columns, use_threads=False)
         for kind in kinds:
             column = table.column(kind)
-            for row in column.filter(pc.is_valid(column)).to_pylist():
+            for row in ak.filter_(column, ak.is_valid(column)).to_pylist():
                 replay.apply({kind: row})
     for action in where.json_actions:
         replay.apply(action)
@@ -258,7 +258,7 @@ def _all_fields(snapshot: Snapshot) -> Any:
     for f in target:
         if f.name in held:
             child = table.adds.field(f.name)
-            children.append(child if child.type == f.type else child.cast(f.type))
+            children.append(child if child.type == f.type else ak.cast(child, f.type))
         elif read is not None and read.type.get_field_index(f.name) >= 0:
             children.append(read.field(f.name))
         else:
@@ -278,22 +278,21 @@ def _without_data_change(adds: Any) -> Any:
 def _live_adds(snapshot: Snapshot, replay: _Replay) -> Any:
     """The snapshot's live adds less those the commits after it removed or added again, then theirs."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     adds = _all_fields(snapshot)
     touched = {k[0] for k in replay.removed} | {k[0] for k in replay.added}
     if touched and len(adds):
         decoded = snapshot.file_table.decoded_paths()
-        hits = pc.indices_nonzero(pc.is_in(decoded, value_set=pa.array(sorted(touched), pa.string())))
+        hits = ak.indices_nonzero(ak.is_in(decoded, pa.array(sorted(touched), pa.string())))
         if len(hits):
-            rows = adds.take(hits).to_pylist()
+            rows = ak.take(adds, hits).to_pylist()
             again = {k[0] for k in replay.added}
             drop = {
                 int(i)
                 for i, row in zip(hits.to_pylist(), rows)
                 if _key(row) in replay.removed or unquote(row["path"]) in again
             }
-            adds = adds.filter(mask_without(len(adds), drop))
+            adds = ak.filter_(adds, mask_without(len(adds), drop))
     if replay.added:
         adds = pa.concat_arrays([adds, pa.array(list(replay.added.values()), add_type())])
     return _without_data_change(adds)
@@ -388,12 +387,10 @@ def write_checkpoint(
     """Write the checkpoint at ``version`` (classic, or V2 under the v2 policy) and ``_last_checkpoint``.
 
     The checkpoint file appears whole (one write) before ``_last_checkpoint`` names it."""
-    import pyarrow.compute as pc
-
     storage = storage if storage is not None else snapshot.storage
     table = checkpoint_table(snapshot, commits, now_ms=now_ms)
     log_dir = join(snapshot.location, LOG_DIR)
-    num_adds = int(pc.sum(pc.is_valid(table.column(ADD))).as_py() or 0)
+    num_adds = int(ak.sum_(ak.is_valid(table.column(ADD))).as_py() or 0)
     written: list[tuple[str, int]] = []
     if is_v2_policy(snapshot.configuration):
         v2 = write_v2_from_table(storage, snapshot.location, version, table)

@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any, overload
 from urllib.parse import unquote
 
+from .. import arrow_kernels as ak
 from .actions import ADD, AddFile, DeletionVector
 from .arrow_arrays import repeated_int64
 from .checkpoint_adds import LazyFields, add_type, checkpoint_adds, lean_type
@@ -88,9 +89,8 @@ def _replay(storage: Storage, root: str, versions: Sequence[int], cache: LogCach
 def _decoded(paths: Any) -> Any:
     """URI-decoded paths (only computed in Python when some path has an escape)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if not pc.any(pc.match_substring(paths, "%")).as_py():
+    if not ak.any_(ak.match_substring(paths, "%")).as_py():
         return paths
     return pa.array([unquote(p) for p in paths.to_pylist()], pa.string())
 
@@ -171,7 +171,7 @@ class FileTable:
         if name in self.null_fields:
             return [None] * len(indices)
         if self.adds.type.get_field_index(name) >= 0 or self.lazy is None or name in self._loaded:
-            return list(self.column(name).take(indices).to_pylist())
+            return list(ak.take(self.column(name), indices).to_pylist())
         return list(self.lazy.read([name], indices).field(name).to_pylist())
 
     def has_deletion_vectors(self) -> bool:
@@ -200,7 +200,6 @@ class FileTable:
     def partition_strings(self, columns: Sequence[str]) -> list[Any]:
         """One Arrow string array per partition column: each file's raw value ("" read as null)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         pv = self.adds.field("partitionValues")
         out = []
@@ -209,8 +208,8 @@ class FileTable:
             if uniform is not None:
                 flat = uniform[i]
             else:
-                flat = pc.map_lookup(pv, pa.scalar(c, pa.string()), "first") if len(pv) else pa.array([], pa.string())
-            out.append(pc.if_else(pc.equal(flat, ""), pa.scalar(None, pa.string()), flat))
+                flat = ak.map_lookup(pv, pa.scalar(c, pa.string()), "first") if len(pv) else pa.array([], pa.string())
+            out.append(ak.if_else(ak.equal(flat, ""), pa.scalar(None, pa.string()), flat))
         return out
 
     def partition_keys(self, columns: Sequence[str]) -> set[RawKey]:
@@ -229,18 +228,17 @@ class FileTable:
 
     def _encode(self, columns: tuple[str, ...]) -> tuple[Any, list[RawKey]]:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         if not columns or not len(self):
             return pa.array([0] * len(self), pa.int32()), [()]
-        strings = [pc.fill_null(c, _NULL) for c in self.partition_strings(columns)]
-        joined = strings[0] if len(strings) == 1 else pc.binary_join_element_wise(*strings, _SEP)
-        encoded = pc.dictionary_encode(joined)
+        strings = [ak.fill_null(c, _NULL) for c in self.partition_strings(columns)]
+        joined = strings[0] if len(strings) == 1 else ak.binary_join_element_wise(*strings, _SEP)
+        encoded = ak.dictionary_encode(joined)
         keys: list[RawKey] = [
             tuple(None if v == _NULL else v for v in (text.split(_SEP) if len(strings) > 1 else [text]))
             for text in encoded.dictionary.to_pylist()
         ]
-        return encoded.indices.cast(pa.int32()), keys
+        return ak.cast(encoded.indices, pa.int32()), keys
 
     def file(self, i: int) -> AddFile:
         return self.files([i])[0]
@@ -251,12 +249,12 @@ class FileTable:
         import pyarrow as pa
 
         indices = pa.array(rows, pa.int64())
-        taken = self.adds.take(indices)
+        taken = ak.take(self.adds, indices)
         columns = {f.name: taken.field(f.name).to_pylist() for f in taken.type}
         missing = self._missing()
         if [m for m in missing if m not in self._loaded]:  # all of them for every row, once
             self._load([m for m in missing if m not in self._loaded])
-        columns.update({m: self._loaded[m].take(indices).to_pylist() for m in missing})
+        columns.update({m: ak.take(self._loaded[m], indices).to_pylist() for m in missing})
         nulls = [None] * len(indices)  # a field known null in every row (``null_fields``)
         return [AddFile.from_row(*values) for values in zip(*(columns.get(f.name, nulls) for f in add_type()))]
 
@@ -268,21 +266,20 @@ def _uniform_maps(pv: Any, columns: Sequence[str]) -> list[Any] | None:
     """Each column's values when every row's map holds exactly ``columns``, in that order, and no null map
     (what writers do): its items read in strides, no lookup per row. None otherwise."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     k = len(columns)
     if not k or not len(pv) or pv.null_count or len(pv.keys) != k * len(pv):
         return None
     offsets = pv.offsets
-    if pc.any(pc.not_equal(pc.subtract(offsets[1:], offsets[:-1]), k)).as_py():
+    if ak.any_(ak.not_equal(ak.subtract(offsets[1:], offsets[:-1]), k)).as_py():
         return None
     base = offsets[0].as_py()
     keys, items = pv.keys.slice(base, k * len(pv)), pv.items.slice(base, k * len(pv))
     out = []
     for i, c in enumerate(columns):
         where = pa.array(range(i, k * len(pv), k), pa.int64()) if k > 1 else None
-        key, item = (keys, items) if where is None else (keys.take(where), items.take(where))
-        if pc.any(pc.not_equal(key, c)).as_py() is not False:
+        key, item = (keys, items) if where is None else (ak.take(keys, where), ak.take(items, where))
+        if ak.any_(ak.not_equal(key, c)).as_py() is not False:
             return None
         out.append(item)
     return out
@@ -393,61 +390,54 @@ class FileView(Sequence[AddFile]):
 def _replayed_rows(checkpoint_size: int, checkpoint_paths: Any, replay: _CommitReplay) -> Any:
     """Rows (of checkpoint adds, then commit adds) live after the replay: a checkpoint holds one add per path."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     touched = pa.array([*replay.removed, *replay.latest], pa.string())
-    cp_rows = pc.indices_nonzero(pc.invert(pc.is_in(checkpoint_paths, value_set=touched)))
+    cp_rows = ak.indices_nonzero(ak.invert(ak.is_in(checkpoint_paths, touched)))
     commit_rows = pa.array(sorted(checkpoint_size + i for i in replay.latest.values()), pa.uint64())
-    return pa.concat_arrays([cp_rows, commit_rows]).cast(pa.int64())
+    return ak.cast(pa.concat_arrays([cp_rows, commit_rows]), pa.int64())
 
 
 def _replayed_sorted(checkpoint_size: int, paths: Any, replay: _CommitReplay) -> Any:
     """``_replayed_rows`` in path order, by sorting every add's path in place (no copy of the live paths)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     touched = pa.array([*replay.removed, *replay.latest], pa.string())
-    kept = pc.invert(pc.is_in(paths[:checkpoint_size], value_set=touched))
+    kept = ak.invert(ak.is_in(paths[:checkpoint_size], touched))
     latest = set(replay.latest.values())
     commits = pa.array([i in latest for i in range(len(paths) - checkpoint_size)], pa.bool_())
     live = pa.chunked_array([*kept.chunks, commits], pa.bool_()).combine_chunks()
-    order = pc.sort_indices(paths)  # paths of one live add each are distinct: the order is total
-    return order.filter(live.take(order)).cast(pa.int64())
+    order = ak.sort_indices(paths)  # paths of one live add each are distinct: the order is total
+    return ak.cast(ak.filter_(order, ak.take(live, order)), pa.int64())
 
 
 def _matched_rows(paths: Any, live: Any) -> tuple[Any, list[str]]:
     """The slower check: find each live path among the adds, the last add of a path winning; and paths not found."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if pc.count_distinct(paths).as_py() == len(paths):  # each path added once: match directly
-        found = pc.index_in(live, value_set=paths)
-        ok = pc.is_valid(found)
-        rows = found.filter(ok).cast(pa.int64())
+    if ak.count_distinct(paths).as_py() == len(paths):  # each path added once: match directly
+        found = ak.index_in(live, paths)
+        ok = ak.is_valid(found)
+        rows = ak.cast(ak.filter_(found, ok), pa.int64())
     else:  # re-added paths: the last add wins, so search the reversed list, whose first match is it
         reverse = pa.array(range(len(paths) - 1, -1, -1), pa.int64())
-        found = pc.index_in(live, value_set=paths.take(reverse))
-        ok = pc.is_valid(found)
-        rows = reverse.take(found.filter(ok))
-    missing = live.filter(pc.invert(ok)).to_pylist() if not pc.all(ok).as_py() else []
+        found = ak.index_in(live, ak.take(paths, reverse))
+        ok = ak.is_valid(found)
+        rows = ak.take(reverse, ak.filter_(found, ok))
+    missing = ak.filter_(live, ak.invert(ok)).to_pylist() if not ak.all_(ok).as_py() else []
     return rows, missing
 
 
 def _same_paths(ours: Any, live: Any, *, presorted: bool) -> bool:
     """Whether two path lists hold the same paths (``ours`` already sorted when ``presorted``)."""
-    import pyarrow.compute as pc
-
     if len(ours) != len(live):
         return False
     if not presorted:
-        ours = ours.take(pc.sort_indices(ours))
-    return pc.all(pc.equal(ours, live.take(pc.sort_indices(live)))).as_py() is not False
+        ours = ak.take(ours, ak.sort_indices(ours))
+    return ak.all_(ak.equal(ours, ak.take(live, ak.sort_indices(live)))).as_py() is not False
 
 
 def _sorted_by_path(paths: Any, rows: Any) -> Any:
-    import pyarrow.compute as pc
-
-    return rows.take(pc.sort_indices(paths.take(rows)))
+    return ak.take(rows, ak.sort_indices(ak.take(paths, rows)))
 
 
 @dataclass(frozen=True)
@@ -531,7 +521,7 @@ def _take(by_field: list[list[Any]], rows: Any) -> tuple[Any, frozenset[str]]:
         whole = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks) if chunks else pa.array([], field_type.type)
         del chunks
         pool.release_unused()  # the chunks' memory back to the system, not kept for small allocations
-        columns[field_type.name] = whole.take(rows)
+        columns[field_type.name] = ak.take(whole, rows)
         del whole
         pool.release_unused()
     fields = [f for f in lean if f.name in columns]
@@ -559,7 +549,7 @@ def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any | None
             raw_paths, _replayed_rows(log.checkpoint_size, raw_paths[: log.checkpoint_size], log.replay)
         )
         paths, live = _decoded(raw_paths), _decoded(live_paths)
-        if not _same_paths(paths.take(rows), live, presorted=paths is raw_paths):
+        if not _same_paths(ak.take(paths, rows), live, presorted=paths is raw_paths):
             matched, missing = _matched_rows(paths, live)
             rows = _sorted_by_path(raw_paths, matched)
         del paths
@@ -570,7 +560,7 @@ def match_live(storage: Storage, root: str, log: LogAdds, live_paths: Any | None
 def _built(storage: Storage, root: str, log: LogAdds, by_field: list[list[Any]], rows: Any) -> FileTable:
     lazy = LazyFields(storage, root, log.checkpoint, log.checkpoint_size, log.commit_adds, rows)
     adds, null = _take(by_field, rows)
-    return FileTable(adds, log.versions.take(rows), lazy=lazy, null_fields=null)
+    return FileTable(adds, ak.take(log.versions, rows), lazy=lazy, null_fields=null)
 
 
 def build_file_table(

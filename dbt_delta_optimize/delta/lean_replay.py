@@ -52,8 +52,9 @@ _REQUIRED_LEAF = {"protocol": "protocol.minReaderVersion", "metaData": "metaData
 
 def _checkpoint_actions(storage: Storage, root: str, names: tuple[str, ...]) -> tuple[Any, Any]:
     """The checkpoint's (protocol, metaData) as JSON-shaped dicts (None when absent)."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
+    from ..arrow_kernels import filter_, is_valid
 
     where = checkpoint_files(storage, root, names)
     found: dict[str, Any] = {}
@@ -73,7 +74,7 @@ def _checkpoint_actions(storage: Storage, root: str, names: tuple[str, ...]) -> 
                 if not groups:
                     continue
                 column = pf.read_row_groups(groups, columns=[kind], use_threads=False).column(kind)
-                valid = column.filter(pc.is_valid(column))
+                valid = filter_(column, is_valid(column))
                 if len(valid):
                     found[kind] = valid[len(valid) - 1].as_py()
     meta = found.get("metaData")

@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
+from .. import arrow_kernels as ak
 from ..errors import CorruptLogError, DeltaOptimizeError, NotADeltaTableError, TableNotFoundError
 from . import log as _log
 from .actions import AddFile, DomainMetadata, Metadata, Protocol
@@ -283,14 +284,12 @@ def _objects(dt: Any, root: str, storage: Storage, version: int) -> FileTable:
 
 def _check_paths(table: FileTable, root: str) -> None:
     """Every relative path must stay inside the root; only paths that could escape are looked at."""
-    import pyarrow.compute as pc
-
     paths = table.column("path")
-    suspicious = pc.match_substring_regex(paths, r"\.\.|[%:\x00]")  # "..", "%", NUL or ":", in one pass
-    if not pc.any(suspicious).as_py():
+    suspicious = ak.match_substring_regex(paths, r"\.\.|[%:\x00]")  # "..", "%", NUL or ":", in one pass
+    if not ak.any_(suspicious).as_py():
         return
     versions = table.versions
-    for i in pc.indices_nonzero(suspicious).to_pylist():
+    for i in ak.indices_nonzero(suspicious).to_pylist():
         check_log_path(paths[i].as_py(), version=versions[i].as_py(), table=root)
 
 
@@ -300,15 +299,13 @@ def check_external_paths(snapshot: Snapshot, *, allow: bool = False) -> None:
     Called right after the snapshot is loaded, before any data file is read. Only absolute paths are
     looked at (a relative one was checked on load), so a million relative paths cost one Arrow scan.
     """
-    import pyarrow.compute as pc
-
     table = snapshot.file_table
     paths = table.column("path")
-    absolute = pc.or_(pc.match_substring(paths, ":"), pc.starts_with(paths, "/"))  # a URI, or a POSIX path
-    if not len(paths) or not pc.any(absolute).as_py():
+    absolute = ak.or_(ak.match_substring(paths, ":"), ak.starts_with(paths, "/"))  # a URI, or a POSIX path
+    if not len(paths) or not ak.any_(absolute).as_py():
         return
     versions = table.versions
-    for i in pc.indices_nonzero(absolute).to_pylist():
+    for i in ak.indices_nonzero(absolute).to_pylist():
         check_external_path(paths[i].as_py(), root=snapshot.location, version=versions[i].as_py(), allow=allow)
 
 
@@ -493,7 +490,6 @@ def update_snapshot(snapshot: Snapshot, *, storage: Storage | None = None) -> Sn
 def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, int]:
     """(live files, live bytes): what a report needs, without the raw-action lookup of load_snapshot."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     root, storage = open_table(location, storage)
     dt = _delta_table(root, storage, None)
@@ -501,7 +497,7 @@ def file_counts(location: str, *, storage: Storage | None = None) -> tuple[int, 
         sizes = pa.table(dt.get_add_actions(flatten=False)).column("size_bytes")
     except Exception as exc:
         raise _translate(exc, root, storage, None) from exc
-    return len(sizes), int(pc.sum(sizes).as_py() or 0)
+    return len(sizes), int(ak.sum_(sizes).as_py() or 0)
 
 
 def partition_key(values: Mapping[str, str | None], columns: Iterable[str]) -> tuple[str | None, ...]:

@@ -17,7 +17,7 @@ PRELOAD = [
     "dbt_delta_optimize.engine.fork_server_init",  # first: pandas refused (pyarrow's conversions would import it)
     "pyarrow",
     "pyarrow.parquet",
-    "pyarrow.compute",
+    "pyarrow._compute",
     "dbt_delta_optimize.delta.storage",
     "dbt_delta_optimize.tasks.worker",
     "dbt_delta_optimize.tasks.parquet_sink",

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from .. import arrow_kernels as ak
 from ..delta.actions import AddFile
 from ..delta.storage import local_path
 
@@ -52,13 +53,12 @@ class LiveFiles:
         table with escaped, absolute or URI paths pays for normalizing each one in Python.
         """
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         if self._keys is None:
             assert self.snapshot is not None and self.snapshot.file_table is not None
             raw = self.snapshot.file_table.adds.field("path")
-            odd = pc.or_(pc.match_substring_regex(raw, "[%:]"), pc.starts_with(raw, "/"))
-            plain = len(raw) == 0 or not pc.any(odd).as_py()
+            odd = ak.or_(ak.match_substring_regex(raw, "[%:]"), ak.starts_with(raw, "/"))
+            plain = len(raw) == 0 or not ak.any_(odd).as_py()
             self._keys = raw if plain else pa.array([norm_path(p, self.root) for p in raw.to_pylist()], pa.string())
         return self._keys
 
@@ -78,9 +78,8 @@ class LiveFiles:
                 self._all = {norm_path(f.path, self.root): f for f in snap.files}
             return {p: self._all.get(p) for p in wanted}
         import pyarrow as pa
-        import pyarrow.compute as pc
 
-        rows = pc.index_in(pa.array(wanted, pa.string()), value_set=self._key_column()).to_pylist()
+        rows = ak.index_in(pa.array(wanted, pa.string()), self._key_column()).to_pylist()
         hits = [(p, r) for p, r in zip(wanted, rows) if r is not None]
         files = snap.file_table.files([r for _, r in hits]) if hits else []
         out: dict[str, AddFile | None] = dict.fromkeys(wanted)

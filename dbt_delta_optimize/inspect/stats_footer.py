@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from .. import arrow_kernels as ak
 from ..delta.stats_schema import FLOATING_TYPES, INTEGRAL_TYPES, StatsField, stats_leaves
 from .stats_format import (
     GREGORIAN_START_DAYS,
@@ -367,10 +368,8 @@ def _navigate(chunk: Any, names: Sequence[str]) -> Any:
 
 def _first_zero(values: Any) -> float:
     """The first zero in row order: Spark keeps the earliest of tied (-0.0 == 0.0) values."""
-    import pyarrow.compute as pc
-
     for chunk in values.chunks:
-        i = pc.index(chunk, 0.0).as_py()
+        i = ak.index(chunk, 0.0).as_py()
         if i is not None and i >= 0:
             return float(chunk[i].as_py())
     return 0.0
@@ -379,16 +378,15 @@ def _first_zero(values: Any) -> float:
 def _data_min_max(values: Any, t: str) -> tuple[Any, Any]:
     """Spark's min/max of a column read back from the file."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if values.null_count == len(values):
         return None, None
     if t in FLOATING_TYPES:
-        values = values.cast(pa.float64())
-        nan = pc.is_nan(values)
-        has_nan = bool(pc.any(nan).as_py())
-        rest = values.filter(pc.invert(pc.fill_null(nan, False)))
-        mm = pc.min_max(rest)
+        values = ak.cast(values, pa.float64())
+        nan = ak.is_nan(values)
+        has_nan = bool(ak.any_(nan).as_py())
+        rest = ak.filter_(values, ak.invert(ak.fill_null(nan, False)))
+        mm = ak.min_max(rest)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         if lo is None:
             return math.nan, math.nan
@@ -401,13 +399,13 @@ def _data_min_max(values: Any, t: str) -> tuple[Any, Any]:
         return lo, hi
     if t in ("timestamp", "timestamp_ntz"):
         if not pa.types.is_timestamp(values.type) or values.type.unit != "us":
-            values = values.cast(pa.timestamp("us", getattr(values.type, "tz", None)))  # also date -> ntz
-        values = values.cast(pa.int64())
+            values = ak.cast(values, pa.timestamp("us", getattr(values.type, "tz", None)))  # also date -> ntz
+        values = ak.cast(values, pa.int64())
     elif t == "date":
-        values = values.cast(pa.int32())
+        values = ak.cast(values, pa.int32())
     elif t == "string" and not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
-        values = values.cast(pa.string())
-    mm = pc.min_max(values)
+        values = ak.cast(values, pa.string())
+    mm = ak.min_max(values)
     return mm["min"].as_py(), mm["max"].as_py()
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .. import arrow_kernels as ak
 from ..delta.actions import AddFile
 from ..delta.arrow_arrays import runs
 from ..delta.file_table import FileTable, FileView, RawKey, RowSlice
@@ -236,36 +237,34 @@ def _candidate_mask(table: FileTable, considered: Any, config: OptimizeConfig, m
     """Considered rows that are candidates: all of them to cluster; to compact, files strictly smaller than
     ``min_file_size`` and files with too many deleted rows (these are kept even alone in a bin)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if mode != "compaction":
         return considered, set()
-    small = pc.and_(considered, pc.less(table.column("size"), config.min_file_size))
+    small = ak.and_(considered, ak.less(table.column("size"), config.min_file_size))
     if not table.has_deletion_vectors():
         return small, set()
-    with_dv = pc.and_(considered, table.column("deletionVector").is_valid())
-    if not pc.any(with_dv).as_py():
+    with_dv = ak.and_(considered, ak.is_valid(table.column("deletionVector")))
+    if not ak.any_(with_dv).as_py():
         return small, set()
-    heavy = _too_many_deleted(table, pc.indices_nonzero(with_dv).to_pylist(), config)
+    heavy = _too_many_deleted(table, ak.indices_nonzero(with_dv).to_pylist(), config)
     mask = pa.array([r in heavy for r in range(len(table))], pa.bool_())
-    return pc.or_(small, mask), heavy
+    return ak.or_(small, mask), heavy
 
 
 def _sorted_candidates(table: FileTable, group_of_row: Any, mask: Any) -> tuple[Any, Any, Any]:
     """(group, size, row) of every candidate as Arrow arrays, sorted by group, then size, then path (rows
     are in path order): no Python object per file, and no numpy (``delta.arrow_arrays``)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     candidates = pa.table(
         {
-            "group": group_of_row.filter(mask),
-            "size": table.column("size").filter(mask),
-            "row": pc.indices_nonzero(mask).cast(pa.int64()),  # ascending: path order
+            "group": ak.filter_(group_of_row, mask),
+            "size": ak.filter_(table.column("size"), mask),
+            "row": ak.cast(ak.indices_nonzero(mask), pa.int64()),  # ascending: path order
         }
     )
-    order = pc.sort_indices(candidates, sort_keys=[("group", "ascending"), ("size", "ascending"), ("row", "ascending")])
-    ordered = candidates.take(order)
+    order = ak.sort_indices(candidates, [("group", "ascending"), ("size", "ascending"), ("row", "ascending")])
+    ordered = ak.take(candidates, order)
     group, size, row = (ordered.column(name).combine_chunks() for name in ("group", "size", "row"))
     return group, size, row
 
@@ -319,13 +318,12 @@ def select_bins(
     where delta-spark leaves it (delta-io/delta#5781).
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     codes, keys = table.partition_codes(partition_columns)
     matched = None if matched_partitions is None else set(matched_partitions)
     kept_codes = [c for c, k in enumerate(keys) if matched is None or k in matched]
-    considered = pc.is_in(codes, value_set=pa.array(kept_codes, pa.int32()))
-    group_of_row = pa.array(_groups(keys, normalize), pa.int32()).take(codes)
+    considered = ak.is_in(codes, pa.array(kept_codes, pa.int32()))
+    group_of_row = ak.take(pa.array(_groups(keys, normalize), pa.int32()), codes)
     mask, heavy = _candidate_mask(table, considered, config, mode)
     groups, sizes, rows = _sorted_candidates(table, group_of_row, mask)
     max_bin = config.max_file_size if mode == "compaction" else 2**63 - 1
@@ -334,16 +332,16 @@ def select_bins(
     skipped: list[Mapping[str, str | None]] = []
     for start, end in runs(groups):
         group_rows = rows.slice(start, end - start)  # a view: a bin's rows are a slice of it
-        values = dict(zip(partition_columns, keys[codes[pc.min(group_rows).as_py()].as_py()]))
+        values = dict(zip(partition_columns, keys[codes[ak.min_(group_rows).as_py()].as_py()]))
         if skip_partition is not None and skip_partition(FileView(table, group_rows.to_pylist())):
             skipped.append(values)
             continue
         for lo, hi, n in next_fit_bounds(sizes.slice(start, end - start).to_pylist(), max_bin):
             if hi - lo > 1 or (hi > lo and (keep_single or group_rows[lo].as_py() in heavy)):
                 bins.append(Bin(values, FileView(table, RowSlice(rows, start + lo, start + hi), total_size=n)))
-    every = pc.all(considered).as_py() is not False
+    every = ak.all_(considered).as_py() is not False
     return Selected(
-        FileView(table, None if every else _all_of(pc.indices_nonzero(considered))), tuple(bins), tuple(skipped)
+        FileView(table, None if every else _all_of(ak.indices_nonzero(considered))), tuple(bins), tuple(skipped)
     )
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..arrow_kernels import cast
+
 __all__ = [
     "NeedsSparkRewrite",
     "arrow_schema",
@@ -143,7 +145,7 @@ def conform(table: Any, target: Any, *, by_id: bool = False) -> Any:
         col = table.column(i)
         if not col.type.equals(field.type):
             try:
-                col = col.cast(field.type, safe=True)
+                col = cast(col, field.type)  # safe: a lossy conversion raises
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
                 raise NeedsSparkRewrite(
                     f"column {field.name}: cannot convert {col.type} to {field.type}: {exc}"

@@ -167,14 +167,14 @@ def _repetitive(column: Any) -> bool:
     rest, 0.4-1.0 ms a column of a 10,000-row sample (docs/performance.md, "Issue 45, the bins' floor and
     the last serial work"). A column repetitive there (or with nulls) is counted over the whole sample as before.
     """
-    import pyarrow.compute as pc
+    from ..arrow_kernels import count_distinct
 
     n = len(column)
     if n == 0:
         return True
-    if n > _PROBE_ROWS and pc.count_distinct(column.slice(0, _PROBE_ROWS)).as_py() == _PROBE_ROWS:
+    if n > _PROBE_ROWS and count_distinct(column.slice(0, _PROBE_ROWS)).as_py() == _PROBE_ROWS:
         return False
-    return bool(pc.count_distinct(column).as_py() <= _DICTIONARY_SHARE * n)
+    return bool(count_distinct(column).as_py() <= _DICTIONARY_SHARE * n)
 
 
 def worker_info() -> WorkerInfo:

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..arrow_kernels import filter_
 from .arrow_schema import NeedsSparkRewrite, conform
 from .fetch_pool import FetchPool
 from .messages import InputFile, RowTrackingColumns
@@ -297,7 +298,7 @@ def live_rows(
     if fill is not None:
         t = fill(t, start)
     keep = deleted.keep(start, t.num_rows) if deleted is not None else None
-    return t if keep is None else t.filter(keep)
+    return t if keep is None else filter_(t, keep)
 
 
 def filler(row_tracking: RowTrackingColumns | None, f: InputFile) -> Callable[[Any, int], Any] | None:

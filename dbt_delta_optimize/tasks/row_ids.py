@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import arrow_kernels as ak
+
 __all__ = ["fill_row_tracking", "positions_from"]
 
 
 def positions_from(start: int, count: int) -> Any:
     """Physical positions start..start+count-1 as an int64 array (vectorised, no Python loop)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     ones = pa.repeat(pa.scalar(1, pa.int64()), count)
-    return pc.add(pc.cumulative_sum(ones), pa.scalar(start - 1, pa.int64()))
+    return ak.add(ak.cumulative_sum(ones), pa.scalar(start - 1, pa.int64()))
 
 
 def fill_row_tracking(
@@ -31,16 +32,15 @@ def fill_row_tracking(
     ``positions``: each row's physical position in its input file (an int64 array, one per row).
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     def generated(name: str) -> Any:
         if name == row_id:
-            return pc.add(positions, pa.scalar(base_row_id, pa.int64()))
+            return ak.add(positions, pa.scalar(base_row_id, pa.int64()))
         return pa.repeat(pa.scalar(default_commit_version, pa.int64()), table.num_rows)
 
     for name in (row_id, commit_version):
         i = table.schema.get_field_index(name)
         column = table.column(i)
         if column.null_count:  # all materialized already (a file we rewrote before): nothing to fill
-            table = table.set_column(i, table.schema.field(i), pc.coalesce(column, generated(name)))
+            table = table.set_column(i, table.schema.field(i), ak.coalesce(column, generated(name)))
     return table
