@@ -220,10 +220,10 @@ class OptimizeExecutor:
 def _load_commit_modules() -> None:
     """Import what the commit and its checks use while bins still run: once the last bin is done, these imports
     would be on the commit's path (about 20 ms in a fresh process: pyarrow.parquet with pyarrow.fs for the added
-    files' footers, the validators, log cleanup)."""
+    files' footers, the validators; log cleanup only once a checkpoint is written: ``committer._log_cleanup``)."""
     import pyarrow.parquet  # noqa: F401
 
-    from ..inspect import landed, log_cleanup, validate  # noqa: F401
+    from ..inspect import landed, validate  # noqa: F401
 
 
 def _checked(check: RemovesCheck | None, result: BinResult) -> RemovesCheck | None:

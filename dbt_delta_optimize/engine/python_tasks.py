@@ -13,7 +13,6 @@ Tasks themselves are run by ``task_runner`` (one job per batch of bins).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import tempfile
@@ -55,6 +54,8 @@ def package_zip(directory: str | None = None) -> str:
 
     When the package itself was imported from a zip (a driver started with ``--py-files``), that zip is returned.
     """
+    import hashlib  # not at the module's top: OpenSSL's load is 2 ms of every fresh run; only Spark ships
+
     root = _package_root()
     if not os.path.isdir(root):  # imported from an archive: ship that archive
         archive = getattr(sys.modules[_PACKAGE].__spec__.loader, "archive", None)  # type: ignore[union-attr]
