@@ -51,10 +51,18 @@ __all__ = [
 ]
 
 
-def _call(name: str, args: Sequence[Any], options: Any = None) -> Any:
-    from pyarrow._compute import call_function
+def _kernels() -> Any:
+    """``pyarrow._compute``, the extension whose names ``pyarrow.compute`` re-exports (``call_function`` and the
+    options classes); ``pyarrow.compute`` itself should a pyarrow ever move them."""
+    try:
+        import pyarrow._compute as kernels
+    except ImportError:  # pragma: no cover - every pyarrow we support has it
+        import pyarrow.compute as kernels
+    return kernels
 
-    return call_function(name, list(args), options)
+
+def _call(name: str, args: Sequence[Any], options: Any = None) -> Any:
+    return _kernels().call_function(name, list(args), options)
 
 
 def _like(value: Any, data: Any) -> Any:
@@ -79,36 +87,26 @@ def filter_(data: Any, mask: Any) -> Any:
 
 def cast(data: Any, target_type: Any) -> Any:
     """``pc.cast``, safe (an overflow or a lossy cast raises)."""
-    from pyarrow._compute import CastOptions
-
-    return _call("cast", (data,), CastOptions.safe(target_type))
+    return _call("cast", (data,), _kernels().CastOptions.safe(target_type))
 
 
 def sort_indices(data: Any, sort_keys: Sequence[tuple[str, str]] = ()) -> Any:
     """``pc.sort_indices``: ascending for an array, by ``sort_keys`` for a table; nulls last."""
-    from pyarrow._compute import SortOptions
-
-    return _call("sort_indices", (data,), SortOptions(sort_keys) if sort_keys else None)
+    return _call("sort_indices", (data,), _kernels().SortOptions(sort_keys) if sort_keys else None)
 
 
 def is_in(values: Any, value_set: Any) -> Any:
     """``pc.is_in`` (a null matches a null in ``value_set``)."""
-    from pyarrow._compute import SetLookupOptions
-
-    return _call("is_in", (values,), SetLookupOptions(value_set))
+    return _call("is_in", (values,), _kernels().SetLookupOptions(value_set))
 
 
 def index_in(values: Any, value_set: Any) -> Any:
     """``pc.index_in``: each value's position in ``value_set``, null where it is not there."""
-    from pyarrow._compute import SetLookupOptions
-
-    return _call("index_in", (values,), SetLookupOptions(value_set))
+    return _call("index_in", (values,), _kernels().SetLookupOptions(value_set))
 
 
 def _matching(name: str, strings: Any, pattern: str) -> Any:
-    from pyarrow._compute import MatchSubstringOptions
-
-    return _call(name, (strings,), MatchSubstringOptions(pattern))
+    return _call(name, (strings,), _kernels().MatchSubstringOptions(pattern))
 
 
 def starts_with(strings: Any, pattern: str) -> Any:
@@ -138,9 +136,7 @@ def binary_join_element_wise(*strings_and_separator: Any) -> Any:
 
 def map_lookup(maps: Any, query_key: Any, occurrence: str) -> Any:
     """``pc.map_lookup``: each map's item for ``query_key`` (``occurrence``: "first", "last" or "all")."""
-    from pyarrow._compute import MapLookupOptions
-
-    return _call("map_lookup", (maps,), MapLookupOptions(query_key, occurrence))
+    return _call("map_lookup", (maps,), _kernels().MapLookupOptions(query_key, occurrence))
 
 
 def coalesce(*values: Any) -> Any:
@@ -151,9 +147,8 @@ def coalesce(*values: Any) -> Any:
 def index(data: Any, value: Any) -> Any:
     """``pc.index``: the position of the first ``value`` (a Python value of the data's type), -1 if none."""
     import pyarrow as pa
-    from pyarrow._compute import IndexOptions
 
-    return _call("index", (data,), IndexOptions(pa.scalar(value, type=data.type)))
+    return _call("index", (data,), _kernels().IndexOptions(pa.scalar(value, type=data.type)))
 
 
 def cumulative_sum(data: Any) -> Any:
