@@ -79,14 +79,13 @@ def test_the_dictionary_sample_is_the_first_rows_only(monkeypatch, tmp_path):
 def test_a_column_unique_in_the_probe_is_judged_unique_without_the_full_count(monkeypatch):
     """The first ``_PROBE_ROWS`` values all distinct: no dictionary, the rest not hashed. One repeat (or a null)
     among them: the whole sample decides, as before the probe."""
-    import pyarrow.compute as pc
-
+    from dbt_delta_optimize import arrow_kernels
     from dbt_delta_optimize.tasks import bin_task
 
     monkeypatch.setattr(bin_task, "_PROBE_ROWS", 10)
     counted: list[int] = []
-    real = pc.count_distinct
-    monkeypatch.setattr(pc, "count_distinct", lambda column: counted.append(len(column)) or real(column))
+    real = arrow_kernels.count_distinct
+    monkeypatch.setattr(arrow_kernels, "count_distinct", lambda column: counted.append(len(column)) or real(column))
 
     # unique in the probe, repetitive over the sample (a rule for the usual columns, not a proof)
     unique_head = pa.chunked_array([pa.array(list(range(10)) + [0] * 30, pa.int64())])
