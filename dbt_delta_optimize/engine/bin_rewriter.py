@@ -224,6 +224,7 @@ class BinRewriter:
                 stats=self._stats_spec,
                 deadline=deadline,
                 copy_min_bytes=self._copy_min_bytes(files),
+                merge_pages=self.plan.config.row_group_copy_min_bytes > 0,
             )
             for i, (files, p) in enumerate(zip(inputs, placed))
         ]

@@ -262,6 +262,7 @@ def _copy_metrics(results: Sequence[BinResult]) -> dict[str, Any]:
         "bytes_copied": sum(c.bytes_copied for _, c in reports),
         "row_groups_reencoded": sum(c.row_groups_reencoded for _, c in reports),
         "bytes_reencoded": sum(c.bytes_reencoded for _, c in reports),
+        "bytes_joined": sum(c.bytes_joined for _, c in reports),
         "copy_fallbacks": tuple(
             {
                 "partition": dict(b.partition_values),

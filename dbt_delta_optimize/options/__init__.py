@@ -238,7 +238,8 @@ OPTIMIZE_OPTIONS: tuple[Option, ...] = (
         "size",
         OURS + "rowGroupCopyMinBytes",
         32 * MiB,
-        "Input row groups at least this large are copied byte for byte instead of re-encoded; 0 turns the copy off.",
+        "Input row groups at least this large are copied byte for byte instead of re-encoded, and small local files' "
+        "plain-encoded pages are joined unchanged (the chunk merge); 0 turns both off.",
     ),
     Option(
         "task_runner",

@@ -141,6 +141,8 @@ class OptimizeMetrics:
     bytes_copied: int = 0
     row_groups_reencoded: int = 0
     bytes_reencoded: int = 0
+    #: the chunk merge: compressed bytes of small files' pages joined into new files unchanged (not re-encoded)
+    bytes_joined: int = 0
     #: bins whose large row groups were re-encoded anyway, and why
     copy_fallbacks: tuple[Mapping[str, Any], ...] = field(default=())
     #: bins the Arrow rewriter could not write faithfully, rewritten by Spark instead, and why
@@ -231,6 +233,7 @@ class RunOutcome:
     bytes_copied: int = 0
     row_groups_reencoded: int = 0
     bytes_reencoded: int = 0
+    bytes_joined: int = 0
     copy_fallbacks: tuple[Mapping[str, Any], ...] = ()
     #: bins Arrow could not write, rewritten by Spark
     spark_fallbacks: tuple[Mapping[str, Any], ...] = ()
@@ -293,6 +296,7 @@ def run_metrics(
         bytes_copied=outcome.bytes_copied,
         row_groups_reencoded=outcome.row_groups_reencoded,
         bytes_reencoded=outcome.bytes_reencoded,
+        bytes_joined=outcome.bytes_joined,
         copy_fallbacks=outcome.copy_fallbacks,
         spark_fallbacks=outcome.spark_fallbacks,
         log_files_deleted=outcome.log_files_deleted,

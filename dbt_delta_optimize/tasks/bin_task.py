@@ -339,6 +339,77 @@ def _try_copy(task: BinTask, storage: Storage, local: bool, target: Any) -> tupl
     return done, report
 
 
+#: The table's codec as Parquet's footer names it, for the codecs a joined chunk can keep (``lz4`` is not one:
+#: Arrow writes LZ4_RAW where Spark writes Hadoop's LZ4).
+_PARQUET_CODECS = {
+    "snappy": "SNAPPY",
+    "zstd": "ZSTD",
+    "gzip": "GZIP",
+    "none": "UNCOMPRESSED",
+    "uncompressed": "UNCOMPRESSED",
+}
+
+
+def _merge_write(task: BinTask) -> Callable[[Any, Any], None]:
+    """The usual rewrite's writer, for the columns a chunk merge re-encodes: one row group into ``buf``."""
+
+    def write(table: Any, buf: Any) -> None:
+        writer = _writer(buf, table.schema, task.compression, _dictionary([table], table.schema))
+        try:
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+        finally:
+            writer.close()
+
+    return write
+
+
+def _try_merge(task: BinTask, storage: Storage, local: bool, target: Any) -> Rewritten | None:
+    """The chunk merge (``tasks.chunk_merge``); None when the bin is rewritten the usual way (nothing written)."""
+    from .chunk_merge import plan_merge, read_inputs, reference_footer, write_merge
+    from .parquet_footer import footer_metadata
+
+    started = time.perf_counter()
+    reference = reference_footer(target)
+    plan = plan_merge(
+        read_inputs([f.path for f in task.inputs], storage.open_input),
+        footer_metadata(reference),
+        codec=_PARQUET_CODECS[task.compression],
+        materialized=[task.row_tracking.row_id, task.row_tracking.commit_version] if task.row_tracking else (),
+    )
+    if isinstance(plan, str):  # why the pages are not joined: the usual rewrite writes this bin
+        return None
+    if local:
+        os.makedirs(os.path.dirname(task.output), exist_ok=True)
+    sink = _LazySink(lambda: storage.open_output(task.output))
+    try:
+        merged = write_merge(plan, sink, target=target, reference=reference, write=_merge_write(task))
+    finally:
+        sink.close()
+    source: Any = task.output if local else (lambda: storage.open_input(task.output))
+    stats = _stats(task, merged.metadata, source)
+    report = CopyReport(bytes_joined=merged.bytes_joined, columns_joined=merged.columns_joined)
+    now, seconds = int(time.time() * 1000), time.perf_counter() - started
+    return Rewritten(task.bin_id, merged.size, merged.rows, stats, now, worker_info(), seconds, report)
+
+
+#: Inputs smaller than this on average are not worth a chunk merge's footer reads: their chunks fall under
+#: ``chunk_merge.MIN_CHUNK_BYTES``, and the bin would be read twice.
+_MERGE_MIN_FILE_BYTES = 16 * 1024
+
+
+def _merges(task: BinTask) -> bool:
+    """Whether a bin may join its inputs' pages: the switch is on, no input has deleted rows, its files are not
+    tiny, and the whole bin fits in memory as one row group (its inputs are read whole)."""
+    size = sum(f.size for f in task.inputs)
+    return (
+        task.merge_pages
+        and not task.by_id  # columns matched by field id: the usual rewrite's conform
+        and task.compression in _PARQUET_CODECS
+        and not any(f.deletion_vector for f in task.inputs)
+        and _MERGE_MIN_FILE_BYTES * len(task.inputs) <= size <= task.row_group_bytes
+    )
+
+
 def _rewrite(
     task: BinTask, storage: Storage, local: bool, stop: Callable[[], bool] | None, fetch: FetchPool | None
 ) -> Rewritten:
@@ -349,6 +420,10 @@ def _rewrite(
         copied, report = _try_copy(task, storage, local, target)
         if copied is not None:
             return copied
+    if report is None and local and _merges(task):  # an object store's inputs go through the fetch pool
+        merged = _try_merge(task, storage, local, target)
+        if merged is not None:
+            return merged
     tables = read_live_tables(
         storage,
         task.store.root,

@@ -110,6 +110,8 @@ class BinTask:
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     #: input row groups this large (compressed) are copied byte for byte; 0: no input is that large (or off)
     copy_min_bytes: int = 0
+    #: the inputs' pages may be joined where a column allows it (``tasks.chunk_merge``); off with the copy
+    merge_pages: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,9 @@ class CopyReport:
     fallback: bool = False  #: the whole bin was re-encoded (``reasons`` has the one reason)
     #: (kind, detail) of why the bin, or some inputs' large row groups, were re-encoded
     reasons: tuple[tuple[str, str], ...] = ()
+    #: the chunk merge: compressed bytes of the pages joined unchanged, and the columns whose pages were joined
+    bytes_joined: int = 0
+    columns_joined: int = 0
 
 
 @dataclass(frozen=True)
