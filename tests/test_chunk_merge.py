@@ -226,3 +226,44 @@ def test_float_bounds_round_trip_through_the_footer(value):
     st = pq.read_metadata(pa.BufferReader(out)).row_group(0).column(0).statistics
     assert (st.min, st.max) == (value, value)
     assert struct.pack("<f", st.min) == struct.pack("<f", value)
+
+
+def test_a_file_total_that_lies_is_not_trusted():
+    """A footer's own row count (FileMetaData.num_rows) says 5 more rows than its row groups hold: the merged
+    file counts the rows its row groups hold."""
+    from dbt_delta_optimize.tasks import thrift_compact as tc
+
+    t = _table(0)
+    data = _file(t)
+    length = int.from_bytes(data[-8:-4], "little")
+    spans = tc.fields(data[-8 - length : -8])
+    raw = tc.encode_struct(
+        [(fid, tc.I64, t.num_rows + 5) if fid == 3 else (fid, span) for fid, span in sorted(spans.items())]
+    )
+    lying = data[: -8 - length] + raw + len(raw).to_bytes(4, "little") + b"PAR1"
+    assert pq.read_metadata(pa.BufferReader(lying)).num_rows == t.num_rows + 5
+    plan, out = _merge([lying, _file(_table(ROWS))], t.schema)
+    assert not isinstance(plan, str) and plan.rows == 2 * ROWS
+    md = pq.read_metadata(pa.BufferReader(out))
+    assert md.num_rows == md.row_group(0).num_rows == 2 * ROWS
+    assert pq.read_table(pa.BufferReader(out)).equals(pa.concat_tables([t, _table(ROWS)]))
+
+
+def test_a_damaged_page_sends_the_bin_to_the_usual_rewrite():
+    """One flipped byte in a page (its checksum no longer matches), or a page header overwritten: nothing is
+    joined, and the usual rewrite decodes the file and reports the damage."""
+    t = _table(0)
+    good = _file(t, write_page_checksum=True)
+    chunk = pq.read_metadata(pa.BufferReader(good)).row_group(0).column(1)
+    middle = chunk.data_page_offset + chunk.total_compressed_size // 2
+    flipped = good[:middle] + bytes([good[middle] ^ 0x01]) + good[middle + 1 :]
+    plan, out = _merge([_file(_table(ROWS)), flipped], t.schema)
+    assert plan == "in-1.parquet: the pages of column 'name' are not what its footer says" and out is None
+    start = chunk.data_page_offset
+    overwritten = good[:start] + b"\xff" * 8 + good[start + 8 :]
+    plan, _ = _merge([overwritten], t.schema)
+    assert plan == "in-0.parquet: the pages of column 'name' are not what its footer says"
+    not_parquet = b"NOTP" + good[4:]
+    assert _merge([not_parquet], t.schema)[0] == "in-0.parquet does not start with Parquet's magic bytes"
+    plan, _ = _merge([good], t.schema)  # the same file undamaged, checksums and all, is joined
+    assert not isinstance(plan, str) and all(plan.joined)

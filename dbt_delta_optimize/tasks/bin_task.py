@@ -370,8 +370,12 @@ def _try_merge(task: BinTask, storage: Storage, local: bool, target: Any) -> Rew
 
     started = time.perf_counter()
     reference = reference_footer(target)
+    try:
+        inputs = read_inputs([f.path for f in task.inputs], storage.open_input)
+    except Exception:  # an unreadable input: the usual rewrite reads it again and says why, typed
+        return None
     plan = plan_merge(
-        read_inputs([f.path for f in task.inputs], storage.open_input),
+        inputs,
         footer_metadata(reference),
         codec=_PARQUET_CODECS[task.compression],
         materialized=[task.row_tracking.row_id, task.row_tracking.commit_version] if task.row_tracking else (),

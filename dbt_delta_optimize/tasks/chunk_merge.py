@@ -90,7 +90,8 @@ class MergePlan:
 
     @property
     def rows(self) -> int:
-        return sum(int(i.meta.num_rows) for i in self.inputs)
+        """The rows of the inputs' row groups (what their chunks hold; a file's own total is not trusted)."""
+        return sum(int(i.meta.row_group(rg).num_rows) for i in self.inputs for rg in range(i.meta.num_row_groups))
 
 
 @dataclass(frozen=True)
@@ -151,21 +152,60 @@ def _chunk_ok(item: MergeInput, chunk: Any, rows: int, codec: str, data_end: int
     return not (isinstance(lo, float) and (math.isnan(lo) or math.isnan(hi)))
 
 
+_DATA_PAGE, _DATA_PAGE_V2 = 0, 3
+
+
+def _pages_ok(data: bytes, start: int, size: int, num_values: int) -> bool:
+    """Whether the chunk's bytes are data pages that tile it exactly and hold its values, each page's checksum
+    (when its writer wrote one) matching: a damaged input is never moved unread into a new file. The usual
+    rewrite then decodes it and reports the damage, typed."""
+    import zlib
+
+    pos, end, values = start, start + size, 0
+    view = memoryview(data)
+    try:
+        while pos < end:
+            header, pos = tc.read_struct(view, pos)
+            kind, length, crc = header.get(1), header.get(3), header.get(4)
+            body = header.get(5 if kind == _DATA_PAGE else 8)
+            if kind not in (_DATA_PAGE, _DATA_PAGE_V2) or not isinstance(body, dict) or not isinstance(length, int):
+                return False
+            if length < 0 or pos + length > end:
+                return False
+            if crc is not None and zlib.crc32(view[pos : pos + length]) != crc & 0xFFFFFFFF:
+                return False
+            values += int(body.get(1, -1))
+            pos += length
+    except ValueError:  # a header that does not decode
+        return False
+    return pos == end and values == num_values
+
+
 def _bytes_exact(item: MergeInput) -> bool:
     return str(item.meta.created_by or "").startswith(_EXACT_BYTES_WRITERS)
 
 
+class _Damaged(Exception):
+    """An input's chunk is not the pages its footer describes: the bin goes to the usual rewrite."""
+
+
 def _joinable(plan_inputs: Sequence[MergeInput], index: Sequence[Sequence[int]], c: int, codec: str) -> bool:
-    total = chunks = 0
+    """Whether output column ``c`` is joined: every chunk fits and they are large enough on average. Their pages
+    are then walked (``_pages_ok``); a damaged one raises ``_Damaged``."""
+    chunks = []
     for item, positions in zip(plan_inputs, index):
         data_end = len(item.data) - 8 - int(item.meta.serialized_size)
         for rg in range(item.meta.num_row_groups):
             group = item.meta.row_group(rg)
             if not _chunk_ok(item, group.column(positions[c]), group.num_rows, codec, data_end):
                 return False
-            total += group.column(positions[c]).total_compressed_size
-            chunks += 1
-    return chunks > 0 and total >= MIN_CHUNK_BYTES * len(plan_inputs)
+            chunks.append((item, group.column(positions[c])))
+    if not chunks or sum(ch.total_compressed_size for _, ch in chunks) < MIN_CHUNK_BYTES * len(plan_inputs):
+        return False
+    for item, ch in chunks:
+        if not _pages_ok(item.data, ch.data_page_offset, ch.total_compressed_size, ch.num_values):
+            raise _Damaged(f"{item.path}: the pages of column {ch.path_in_schema!r} are not what its footer says")
+    return True
 
 
 def _positions(item: MergeInput, reference: Any) -> tuple[tuple[int, ...], tuple[bool, ...]] | str:
@@ -188,6 +228,8 @@ def _bin_reason(inputs: Sequence[MergeInput], reference: Any) -> str | None:
     if any(schema.column(c).max_repetition_level or "." in schema.column(c).path for c in range(len(schema))):
         return "the table has nested columns"
     for item in inputs:
+        if item.data[: len(MAGIC)] != MAGIC:
+            return f"{item.path} does not start with Parquet's magic bytes"
         keys = item.meta.metadata or {}
         if any(k in keys for k in _LEGACY_CALENDAR_KEYS):
             return f"{item.path} uses Spark's legacy hybrid calendar"
@@ -229,7 +271,10 @@ def plan_merge(
             return f"{item.path} has row tracking columns not materialized in every row"
         index.append(found[0])
         same = [a and b for a, b in zip(same, found[1])]
-    joined = tuple(s and _joinable(inputs, index, c, codec) for c, s in enumerate(same))
+    try:
+        joined = tuple(s and _joinable(inputs, index, c, codec) for c, s in enumerate(same))
+    except _Damaged as exc:
+        return str(exc)
     if not any(joined):
         return "no column's pages can be joined"
     names = tuple(reference.schema.column(c).path for c in range(len(reference.schema)))
@@ -289,7 +334,7 @@ class _Chunk:
     compressed: int
     data_page: int  #: offset of the first data page in the output
     dictionary_page: int | None
-    statistics: Fields
+    statistics: Fields | None
 
     def encode(self, name: str) -> Fields:
         md: Fields = [
@@ -365,7 +410,7 @@ def _moved_chunk(out: _Output, data: bytes, chunk: Any) -> _Chunk:
         chunk.total_compressed_size,
         chunk.data_page_offset + delta,
         chunk.dictionary_page_offset + delta if chunk.has_dictionary_page else None,
-        _statistics(chunk.physical_type, nulls, bounds) if nulls is not None or bounds else [],
+        _statistics(chunk.physical_type, nulls, bounds) if nulls is not None or bounds else None,
     )
 
 
@@ -476,7 +521,7 @@ def _check(meta: Any, reference: Any, plan: MergePlan, chunks: Sequence[_Chunk])
         ok = group.num_rows == plan.rows and all(
             group.column(c).data_page_offset == ch.data_page
             and group.column(c).total_compressed_size == ch.compressed
-            and group.column(c).num_values == ch.num_values
+            and group.column(c).num_values == ch.num_values == plan.rows  # flat columns: one value a row
             for c, ch in enumerate(chunks)
         )
     if not ok:

@@ -12,7 +12,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BINARY", "BOOL", "I16", "I32", "I64", "LIST", "STRUCT", "Field", "Raw", "encode_struct", "fields"]
+__all__ = [
+    "BINARY",
+    "BOOL",
+    "I16",
+    "I32",
+    "I64",
+    "LIST",
+    "STRUCT",
+    "Field",
+    "Raw",
+    "encode_struct",
+    "fields",
+    "read_struct",
+]
 
 # compact protocol type ids
 BOOL_TRUE, BOOL_FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(1, 13)
@@ -106,7 +119,7 @@ def encode_struct(items: Fields) -> bytes:
 
 # ---------------------------------------------------------------------------- reading spans
 class _Reader:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | memoryview) -> None:
         self.data = data
         self.pos = 0
 
@@ -136,6 +149,22 @@ class _Reader:
             return last + delta, ttype
         n = self.varint()
         return (n >> 1) ^ -(n & 1), ttype
+
+    def values(self) -> dict[int, Any]:
+        out: dict[int, Any] = {}
+        last = 0
+        while (f := self.field(last)) is not None:
+            last, ttype = f
+            if ttype in (I16, I32, I64):
+                n = self.varint()
+                out[last] = (n >> 1) ^ -(n & 1)
+            elif ttype == STRUCT:
+                out[last] = self.values()
+            elif ttype in (BOOL_TRUE, BOOL_FALSE):
+                out[last] = ttype == BOOL_TRUE
+            else:
+                self.skip(ttype)
+        return out
 
     def skip(self, ttype: int, in_list: bool = False) -> None:
         if ttype in (BOOL_TRUE, BOOL_FALSE):
@@ -177,6 +206,13 @@ class _Reader:
             for _ in range(size):
                 self.skip(kinds >> 4, in_list=True)
                 self.skip(kinds & 0x0F, in_list=True)
+
+
+def read_struct(data: bytes | memoryview, pos: int = 0) -> tuple[dict[int, Any], int]:
+    """The struct at ``pos``: its integer, binary and struct fields by id (others skipped), and where it ends."""
+    r = _Reader(data)
+    r.pos = pos
+    return r.values(), r.pos
 
 
 def fields(data: bytes) -> dict[int, Raw]:
