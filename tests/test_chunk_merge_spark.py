@@ -91,6 +91,17 @@ def test_delta_spark_files_are_merged_with_the_rows_and_stats_of_a_rewrite(spark
     assert_same_rows(spark, merged, expected)
 
 
+def test_bins_run_as_spark_tasks_merge_too(spark, tmp_path):
+    """The merge is the task's: bins run by Spark's Python workers (the package shipped to them) join pages too."""
+    path = str(tmp_path / "tasks")
+    for k in range(2):
+        _write(spark, path, k * 6000, 6000, 2)
+    before = rows_spark(spark, path)
+    m = optimize(spark, path, task_runner="spark")
+    assert m.num_files_added == 3 and m.bytes_joined > 0
+    assert_same_rows(spark, path, before)
+
+
 def test_a_column_missing_from_older_files_sends_the_bin_to_the_usual_rewrite(spark, tmp_path):
     """A column added later is missing from the older files: the bin is rewritten the usual way (nulls filled)."""
     path = str(tmp_path / "evolved")
