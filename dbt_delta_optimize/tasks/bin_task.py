@@ -363,8 +363,9 @@ def _merge_write(task: BinTask) -> Callable[[Any, Any], None]:
     return write
 
 
-def _try_merge(task: BinTask, storage: Storage, local: bool, target: Any) -> Rewritten | None:
-    """The chunk merge (``tasks.chunk_merge``); None when the bin is rewritten the usual way (nothing written)."""
+def _try_merge(task: BinTask, storage: Storage, target: Any) -> Rewritten | None:
+    """The chunk merge (``tasks.chunk_merge``) of a local table's bin; None when the bin is rewritten the usual
+    way (nothing written)."""
     from .chunk_merge import plan_merge, read_inputs, reference_footer, write_merge
     from .parquet_footer import footer_metadata
 
@@ -382,15 +383,12 @@ def _try_merge(task: BinTask, storage: Storage, local: bool, target: Any) -> Rew
     )
     if isinstance(plan, str):  # why the pages are not joined: the usual rewrite writes this bin
         return None
-    if local:
-        os.makedirs(os.path.dirname(task.output), exist_ok=True)
     sink = _LazySink(lambda: storage.open_output(task.output))
     try:
         merged = write_merge(plan, sink, target=target, reference=reference, write=_merge_write(task))
     finally:
         sink.close()
-    source: Any = task.output if local else (lambda: storage.open_input(task.output))
-    stats = _stats(task, merged.metadata, source)
+    stats = _stats(task, merged.metadata, task.output)  # a column the footer cannot answer for is read by path
     report = CopyReport(bytes_joined=merged.bytes_joined, columns_joined=merged.columns_joined)
     now, seconds = int(time.time() * 1000), time.perf_counter() - started
     return Rewritten(task.bin_id, merged.size, merged.rows, stats, now, worker_info(), seconds, report)
@@ -425,7 +423,7 @@ def _rewrite(
         if copied is not None:
             return copied
     if report is None and local and _merges(task):  # an object store's inputs go through the fetch pool
-        merged = _try_merge(task, storage, local, target)
+        merged = _try_merge(task, storage, target)
         if merged is not None:
             return merged
     tables = read_live_tables(
