@@ -205,14 +205,15 @@ def test_read_inputs_reads_each_file_once(tmp_path):
         p = tmp_path / f"f{i}.parquet"
         p.write_bytes(_file(_table(i * ROWS)))
         paths.append(str(p))
-    opened: list[str] = []
+    read: list[str] = []
 
-    def opener(path: str):
-        opened.append(path)
-        return open(path, "rb")
+    def read_bytes(path: str) -> bytes:
+        read.append(path)
+        with open(path, "rb") as fh:
+            return fh.read()
 
-    inputs = read_inputs(paths, opener)
-    assert opened == paths
+    inputs = read_inputs(paths, read_bytes)
+    assert read == paths
     assert [i.meta.num_rows for i in inputs] == [ROWS, ROWS]
     assert inputs[0].data == (tmp_path / "f0.parquet").read_bytes()
 

@@ -57,6 +57,13 @@ def _last_adds(path: str) -> dict[str, dict]:
     return out
 
 
+def _last_add_actions(path: str) -> list[dict]:
+    log = os.path.join(path, "_delta_log")
+    last = max(f for f in os.listdir(log) if f.endswith(".json"))
+    with open(os.path.join(log, last)) as fh:
+        return [json.loads(line)["add"] for line in fh if '"add"' in line[:10]]
+
+
 def _rows_deltars(path: str) -> list[dict]:
     return sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
 
@@ -74,6 +81,10 @@ def test_delta_spark_files_are_merged_with_the_rows_and_stats_of_a_rewrite(spark
     assert (m.num_files_removed, m.num_files_added) == (off.num_files_removed, off.num_files_added) == (24, 3)
     assert m.bytes_joined > 0 and off.bytes_joined == 0
     assert m.to_dict()["bytesJoined"] == m.bytes_joined
+    # the same requests and bytes read; the bytes written are the new files' (a merged file's pages are the inputs')
+    assert m.requests["byKind"] == off.requests["byKind"] and m.requests["bytesRead"] == off.requests["bytesRead"]
+    written = sum(a["size"] for a in _last_add_actions(merged))
+    assert m.requests["bytesWritten"] >= written > 0
 
     # the joined columns kept Spark's pages; the others were written by pyarrow, with a dictionary where it pays
     out = pq.ParquetFile(DeltaTable(merged).file_uris()[0].removeprefix("file://"))

@@ -372,7 +372,7 @@ def _try_merge(task: BinTask, storage: Storage, target: Any) -> Rewritten | None
     started = time.perf_counter()
     reference = reference_footer(target)
     try:
-        inputs = read_inputs([f.path for f in task.inputs], storage.open_input)
+        inputs = read_inputs([f.path for f in task.inputs], storage.read_bytes)
     except Exception:  # an unreadable input: the usual rewrite reads it again and says why, typed
         return None
     plan = plan_merge(
@@ -388,6 +388,7 @@ def _try_merge(task: BinTask, storage: Storage, target: Any) -> Rewritten | None
         merged = write_merge(plan, sink, target=target, reference=reference, write=_merge_write(task))
     finally:
         sink.close()
+    storage.requests.count("PUT", 0, written=merged.size)  # its open counted the request, not the bytes
     stats = _stats(task, merged.metadata, task.output)  # a column the footer cannot answer for is read by path
     report = CopyReport(bytes_joined=merged.bytes_joined, columns_joined=merged.columns_joined)
     now, seconds = int(time.time() * 1000), time.perf_counter() - started

@@ -106,15 +106,15 @@ class Merged:
     metadata: Any = field(repr=False)  #: pyarrow's ``FileMetaData`` of ``footer`` (for the add action's stats)
 
 
-def read_inputs(paths: Sequence[str], opener: Callable[[str], BinaryIO]) -> list[MergeInput]:
-    """Each input read whole (one read a file) with its footer as pyarrow reads it."""
+def read_inputs(paths: Sequence[str], read: Callable[[str], bytes]) -> list[MergeInput]:
+    """Each input read whole (``read``: the store's ``read_bytes``, one request a file, its bytes counted) with its
+    footer as pyarrow reads it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     out = []
     for path in paths:
-        with opener(path) as fh:
-            data = fh.read()
+        data = read(path)
         out.append(MergeInput(path, data, pq.read_metadata(pa.BufferReader(data))))
     return out
 
