@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Protocol
 from ..errors import ValidationError
 from . import thrift_compact as tc
 from .arrow_schema import conform
-from .parquet_copy import WriterOptions, writer_kwargs
+from .parquet_copy import LEGACY_CALENDAR_KEYS, UNTRUSTED_WRITERS, WriterOptions, writer_kwargs
 from .parquet_footer import MAGIC
 from .thrift_compact import Fields
 
@@ -42,9 +42,6 @@ _SELF_CONTAINED = frozenset({"PLAIN", "RLE", "BIT_PACKED"})
 MIN_CHUNK_BYTES = 4096
 #: Writers whose byte-array bounds are exact (never truncated): parquet-mr (Spark) and Arrow C++ (pyarrow).
 _EXACT_BYTES_WRITERS = ("parquet-mr version 1.", "parquet-cpp-arrow version ")
-#: parquet-mr before 1.10 wrote wrong chunk sizes and statistics in some cases (as ``parquet_copy``).
-_UNTRUSTED_WRITERS = tuple(f"parquet-mr version 1.{minor}." for minor in range(10))
-_LEGACY_CALENDAR_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
 _TYPE = {"BOOLEAN": 0, "INT32": 1, "INT64": 2, "FLOAT": 4, "DOUBLE": 5, "BYTE_ARRAY": 6, "FIXED_LEN_BYTE_ARRAY": 7}
 _PACK = {"INT32": "<i", "INT64": "<q", "FLOAT": "<f", "DOUBLE": "<d"}
 _SIGNED = frozenset(_PACK)
@@ -231,9 +228,9 @@ def _bin_reason(inputs: Sequence[MergeInput], reference: Any) -> str | None:
         if item.data[: len(MAGIC)] != MAGIC:
             return f"{item.path} does not start with Parquet's magic bytes"
         keys = item.meta.metadata or {}
-        if any(k in keys for k in _LEGACY_CALENDAR_KEYS):
+        if any(k in keys for k in LEGACY_CALENDAR_KEYS):
             return f"{item.path} uses Spark's legacy hybrid calendar"
-        if str(item.meta.created_by or "").startswith(_UNTRUSTED_WRITERS):
+        if str(item.meta.created_by or "").startswith(UNTRUSTED_WRITERS):
             return f"{item.path} was written by {item.meta.created_by}, whose chunk sizes are not trusted"
     return None
 

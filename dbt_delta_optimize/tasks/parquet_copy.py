@@ -43,6 +43,8 @@ from .parquet_sink import ParquetOutput, Sink, rg_bytes, span
 
 __all__ = [
     "DEFAULT_MIN_BYTES",
+    "LEGACY_CALENDAR_KEYS",
+    "UNTRUSTED_WRITERS",
     "Conform",
     "CopyInput",
     "CopyPlan",
@@ -64,7 +66,7 @@ DEFAULT_ROW_GROUP_BYTES = 128 * 1024 * 1024
 LEGACY_CALENDAR_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
 _MAX_GAP = 1024 * 1024  #: neighbouring copied row groups closer than this are read as one range
 #: parquet-mr before 1.10 wrote wrong chunk sizes and statistics in some cases: never copy from it.
-_UNTRUSTED_WRITERS = tuple(f"parquet-mr version 1.{minor}." for minor in range(10))
+UNTRUSTED_WRITERS = tuple(f"parquet-mr version 1.{minor}." for minor in range(10))
 
 ReasonKind = Literal[
     "off",  # min_bytes is 0
@@ -282,7 +284,7 @@ def _input_plan(
     problem: Reason | None = caller
     if problem is None and not footer.exact:
         problem = Reason("footer", f"{name}: its footer has fields this reader does not know")
-    if problem is None and footer.created_by.startswith(_UNTRUSTED_WRITERS):
+    if problem is None and footer.created_by.startswith(UNTRUSTED_WRITERS):
         problem = Reason("footer", f"{name} was written by {footer.created_by}, whose chunk sizes are not trusted")
     if problem is None:
         diff = schema_difference(footer.meta.schema, reference.meta.schema)
